@@ -1,0 +1,10 @@
+"""Self-checks for the book's exercises: ``checks.attention_weights(my_fn)`` returns a
+verdict that prints as ``[PASS] ...`` or ``[TRY AGAIN] ...: <a specific hint>``.
+
+Every check runs the student's function on fixed inputs and never raises.
+"""
+from .core import CHECKS, NOT_ANSWERED, CheckResult, Hint, check
+from .self_attention import attention_weights, causal_attention, score_matrix_bytes, split_heads
+
+__all__ = ["CHECKS", "NOT_ANSWERED", "CheckResult", "Hint", "check",
+           "attention_weights", "causal_attention", "score_matrix_bytes", "split_heads"]

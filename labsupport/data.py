@@ -1,0 +1,282 @@
+"""The book's data: a small ``Series`` type, loaders with checksums, the fixed temporal
+split, scaling fitted on the training part only, forecasting windows and patches.
+
+The default series is hourly electricity demand and temperature for Victoria,
+Australia, 2012-2014 (26,304 hours), shipped in ``data/`` with its provenance.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+VIC_ELEC_FILE = "vic_elec_hourly.csv"
+VIC_ELEC_SHA256 = "a08ed31ecfcb1005ff71e1e01385b449d32f8a2de7ee7cd393c169c0ecedc398"
+
+# The book's one split (timestamps in AEST): train 2012-2013, validation 2014-01..06,
+# test 2014-07..12. Six months of validation and test each cover a summer and a
+# winter half, and two training years show every calendar day twice.
+TRAIN_END = "2014-01-01T00:00"
+VAL_END = "2014-07-01T00:00"
+
+
+class ChecksumError(ValueError):
+    """A data file's sha256 differs from the one recorded for it."""
+
+
+@dataclass(frozen=True, eq=False)
+class Series:
+    """A regularly or irregularly sampled multivariate series.
+
+    ``timestamps`` numpy ``datetime64[m]`` (T,), strictly increasing;
+    ``values`` float32 (T, C); ``columns`` the C channel names.
+    """
+
+    timestamps: np.ndarray
+    values: np.ndarray
+    columns: tuple[str, ...]
+    name: str = ""
+
+    def __post_init__(self):
+        if self.values.ndim != 2 or self.values.shape[1] != len(self.columns):
+            raise ValueError(f"values must be (T, C) with C = {len(self.columns)} columns "
+                             f"{self.columns}, got shape {self.values.shape}")
+        if self.timestamps.shape != (self.values.shape[0],):
+            raise ValueError(f"timestamps must be (T,) = ({self.values.shape[0]},), "
+                             f"got shape {self.timestamps.shape}")
+
+    def __len__(self) -> int:
+        return self.values.shape[0]
+
+    def __repr__(self) -> str:
+        span = f"{self.timestamps[0]} .. {self.timestamps[-1]}" if len(self) else "empty"
+        return f"Series({self.name!r}, T={len(self)}, columns={list(self.columns)}, {span})"
+
+    def column(self, name: str) -> np.ndarray:
+        """One channel as a (T,) float32 array."""
+        return self.values[:, self._index(name)]
+
+    def select(self, *names: str) -> "Series":
+        """A series with only the named channels, in that order."""
+        idx = [self._index(n) for n in names]
+        return Series(self.timestamps, self.values[:, idx], tuple(names), self.name)
+
+    def between(self, start=None, stop=None) -> "Series":
+        """The part with ``start <= timestamp < stop`` (either bound may be None)."""
+        keep = np.ones(len(self), dtype=bool)
+        if start is not None:
+            keep &= self.timestamps >= np.datetime64(start)
+        if stop is not None:
+            keep &= self.timestamps < np.datetime64(stop)
+        return Series(self.timestamps[keep], self.values[keep], self.columns, self.name)
+
+    def _index(self, name: str) -> int:
+        if name not in self.columns:
+            raise ValueError(f"no column {name!r}; columns are {list(self.columns)}")
+        return self.columns.index(name)
+
+
+def data_dir() -> Path:
+    """Where the shipped data lives: ``$LABSUPPORT_DATA``, else the repository's ``data/``."""
+    return Path(os.environ.get("LABSUPPORT_DATA", Path(__file__).resolve().parents[1] / "data"))
+
+
+def sha256_of(path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def verify_sha256(path, expected: str) -> None:
+    """Raise `ChecksumError` unless the file's sha256 is ``expected``."""
+    actual = sha256_of(path)
+    if actual != expected:
+        raise ChecksumError(f"sha256 of {Path(path).name} is {actual}, expected {expected}: the file "
+                            "is corrupt, partial or edited; restore it (git checkout data/) or download it again")
+
+
+def _parse_float(text: str, where: str, column: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{where}: column {column!r} holds {text!r}, not a number") from None
+    if not np.isfinite(value):
+        raise ValueError(f"{where}: column {column!r} holds {text!r}, not a finite number")
+    return value
+
+
+def load_csv(path, *, time_column: str = "time", columns=None, sha256: str | None = None,
+             name: str | None = None) -> Series:
+    """Read a CSV with a header, one time column and numeric columns, into a `Series`.
+
+    ``columns`` selects channels (default: all but the time column); ``sha256``,
+    when given, is checked first. A malformed line raises ``ValueError`` naming the
+    file, the line number and what was wrong there.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no data file at {path}")
+    if sha256 is not None:
+        verify_sha256(path, sha256)
+    with path.open(newline="") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if not header or time_column not in header:
+            raise ValueError(f"{path.name} line 1: header {header} has no time column {time_column!r}")
+        wanted = [c for c in header if c != time_column] if columns is None else list(columns)
+        missing = [c for c in wanted if c not in header]
+        if missing:
+            raise ValueError(f"{path.name} line 1: header {header} lacks columns {missing}")
+        t_idx, c_idx = header.index(time_column), [header.index(c) for c in wanted]
+        stamps, rows = [], []
+        for line_no, row in enumerate(reader, start=2):
+            where = f"{path.name} line {line_no}"
+            if len(row) != len(header):
+                raise ValueError(f"{where}: {len(row)} fields, expected {len(header)} ({header})")
+            try:
+                stamp = np.datetime64(row[t_idx], "m")
+            except ValueError:
+                raise ValueError(f"{where}: cannot read time {row[t_idx]!r}") from None
+            if stamps and stamp <= stamps[-1]:
+                raise ValueError(f"{where}: time {row[t_idx]} does not come after {stamps[-1]}")
+            stamps.append(stamp)
+            rows.append([_parse_float(row[i], where, header[i]) for i in c_idx])
+    if not rows:
+        raise ValueError(f"{path.name}: no data rows after the header")
+    return Series(np.array(stamps, dtype="datetime64[m]"), np.array(rows, dtype=np.float32),
+                  tuple(wanted), name or path.stem)
+
+
+def load_vic_elec(columns=None) -> Series:
+    """Hourly Victorian electricity demand (MW), temperature (deg C) and holiday flag (0/1).
+
+    26,304 hours from 2011-12-31 23:00 to 2014-12-31 22:00 AEST (UTC+10, the market's
+    clock, no daylight saving): the local calendar years 2012-2014. Checked against
+    its recorded sha256; see ``data/README.md`` for the source and licence.
+    """
+    path = data_dir() / VIC_ELEC_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{VIC_ELEC_FILE} not found in {path.parent}; install the book from its "
+                                "repository (pip install -e .) or set LABSUPPORT_DATA to the data folder")
+    return load_csv(path, columns=columns, sha256=VIC_ELEC_SHA256, name="vic_elec")
+
+
+def temporal_split(series: Series, *, train_end: str = TRAIN_END, val_end: str = VAL_END,
+                   context: int = 0) -> tuple[Series, Series, Series]:
+    """Split by time into (train, validation, test); defaults are the book's one split.
+
+    ``context`` > 0 starts validation and test that many steps before their border,
+    so the first windows have a full input history from the part before (pass the
+    lookback). The history is the past and is never a target; the targets of the
+    three parts stay disjoint as long as ``context`` <= the lookback.
+    """
+    if context < 0:
+        raise ValueError(f"context must be >= 0, got {context}")
+    t = series.timestamps
+    b1, b2 = np.searchsorted(t, np.datetime64(train_end)), np.searchsorted(t, np.datetime64(val_end))
+    if not 0 < b1 < b2 < len(series):
+        raise ValueError(f"borders {train_end}, {val_end} leave an empty part of {series!r}")
+    if context > b1:
+        raise ValueError(f"context {context} is longer than the training part ({b1} steps)")
+
+    def part(lo, hi):
+        return Series(t[lo:hi], series.values[lo:hi], series.columns, series.name)
+
+    return part(0, b1), part(b1 - context, b2), part(b2 - context, len(series))
+
+
+class Standardizer:
+    """Per-channel ``(x - mean) / std`` with statistics from the data passed to `fit` only.
+
+    Works on numpy arrays and torch tensors whose last axis is the channel axis.
+    """
+
+    def __init__(self, eps: float = 1e-8):
+        self.eps = eps
+        self.mean: np.ndarray | None = None
+        self.std: np.ndarray | None = None
+
+    def fit(self, values) -> "Standardizer":
+        x = np.asarray(values, dtype=np.float64)
+        if x.ndim != 2 or len(x) < 2:
+            raise ValueError(f"fit expects values (T, C) with T >= 2, got shape {x.shape}")
+        self.mean = x.mean(axis=0).astype(np.float32)
+        self.std = np.maximum(x.std(axis=0), self.eps).astype(np.float32)
+        return self
+
+    def _stats(self, x, channels):
+        if self.mean is None:
+            raise RuntimeError("Standardizer is not fitted: call fit(train_values) first")
+        mean, std = self.mean, self.std
+        if channels is not None:
+            mean, std = mean[channels], std[channels]
+        if isinstance(x, torch.Tensor):
+            return torch.as_tensor(mean, device=x.device), torch.as_tensor(std, device=x.device)
+        return mean, std
+
+    def transform(self, x, channels=None):
+        """Scale ``x (..., C)``; ``channels`` picks the statistics for a subset of channels."""
+        mean, std = self._stats(x, channels)
+        return (x - mean) / std
+
+    def inverse_transform(self, x, channels=None):
+        """Back to the original unit (e.g. MW)."""
+        mean, std = self._stats(x, channels)
+        return x * std + mean
+
+
+def make_windows(values, lookback: int, horizon: int, stride: int = 1):
+    """Sliding forecasting windows: inputs (N, lookback, C) and targets (N, horizon, C).
+
+    Window n reads ``values[n*stride : n*stride + lookback]`` and predicts the next
+    ``horizon`` steps. Accepts (T,) or (T, C) numpy arrays or tensors and returns the
+    same kind (float32, contiguous).
+    """
+    for arg, val in (("lookback", lookback), ("horizon", horizon), ("stride", stride)):
+        if isinstance(val, bool) or not isinstance(val, int) or val < 1:
+            raise ValueError(f"{arg} must be a positive int, got {val!r}")
+    is_torch = isinstance(values, torch.Tensor)
+    x = values.detach().cpu().numpy() if is_torch else np.asarray(values)
+    if x.ndim == 1:
+        x = x[:, None]                                                  # (T, 1)
+    if x.ndim != 2:
+        raise ValueError(f"values must be (T,) or (T, C), got shape {x.shape}")
+    span = lookback + horizon
+    if len(x) < span:
+        raise ValueError(f"series of length {len(x)} is shorter than lookback + horizon = {span}")
+    starts = np.arange(0, len(x) - span + 1, stride)
+    view = np.lib.stride_tricks.sliding_window_view(x, span, axis=0)[starts]   # (N, C, span)
+    view = np.ascontiguousarray(view.transpose(0, 2, 1), dtype=np.float32)      # (N, span, C)
+    inputs, targets = view[:, :lookback], view[:, lookback:]
+    if is_torch:
+        return torch.from_numpy(inputs.copy()), torch.from_numpy(targets.copy())
+    return inputs, targets
+
+
+def patchify(x, patch_len: int, stride: int | None = None):
+    """Cut the last axis into patches: (..., L) -> (..., N, patch_len).
+
+    Patches are aligned to the end of the window (the most recent step is always
+    in the last patch); ``N = (L - patch_len) // stride + 1`` and the oldest
+    ``(L - patch_len) % stride`` steps are dropped. ``stride`` defaults to
+    ``patch_len`` (no overlap). Works on numpy arrays and tensors.
+
+    >>> patchify(torch.arange(6.0), 3).tolist()
+    [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    """
+    stride = patch_len if stride is None else stride
+    for arg, val in (("patch_len", patch_len), ("stride", stride)):
+        if isinstance(val, bool) or not isinstance(val, int) or val < 1:
+            raise ValueError(f"{arg} must be a positive int, got {val!r}")
+    L = x.shape[-1]
+    if L < patch_len:
+        raise ValueError(f"window length {L} (last axis of shape {tuple(x.shape)}) "
+                         f"is shorter than patch_len {patch_len}")
+    offset = (L - patch_len) % stride
+    if isinstance(x, torch.Tensor):
+        return x[..., offset:].unfold(-1, patch_len, stride)              # (..., N, P)
+    view = np.lib.stride_tricks.sliding_window_view(np.asarray(x)[..., offset:], patch_len, axis=-1)
+    return view[..., ::stride, :]                                          # (..., N, P)

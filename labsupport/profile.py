@@ -1,0 +1,64 @@
+"""Size presets: ``cpu`` (a 2-core laptop, minutes per notebook) and ``gpu`` (bigger sweeps).
+
+The default is ``gpu`` when CUDA is available and ``cpu`` otherwise; the environment
+variable ``LABSUPPORT_PROFILE`` overrides it (``LABSUPPORT_PROFILE=cpu`` on a GPU
+machine reproduces the laptop run). A profile changes sizes only: every output that
+the regression tests check is the same under both.
+
+>>> current("cpu").name
+'cpu'
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import torch
+
+ENV_VAR = "LABSUPPORT_PROFILE"
+
+PRESETS = {
+    "cpu": {
+        # 12.1 self-attention
+        "bottleneck_steps": 300,             # training steps of the recall demo
+        "bill_lengths": (1024, 2048, 4096, 8192),
+    },
+    "gpu": {
+        "bottleneck_steps": 1500,
+        "bill_lengths": (2048, 4096, 8192, 16384, 32768),
+    },
+}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A named preset; its settings read as attributes (``profile.bill_lengths``)."""
+
+    name: str
+    device: torch.device
+    settings: MappingProxyType = field(repr=False)
+
+    def __getattr__(self, key):
+        try:
+            return self.settings[key]
+        except KeyError:
+            raise AttributeError(f"profile {self.name!r} has no setting {key!r}; "
+                                 f"settings are {sorted(self.settings)}") from None
+
+    def __str__(self) -> str:
+        return f"profile {self.name!r} on {self.device}"
+
+
+def default_name() -> str:
+    return "gpu" if torch.cuda.is_available() else "cpu"
+
+
+def current(name: str | None = None) -> Profile:
+    """The profile ``name``, else ``$LABSUPPORT_PROFILE``, else the default for this machine."""
+    name = name or os.environ.get(ENV_VAR) or default_name()
+    if name not in PRESETS:
+        raise ValueError(f"unknown profile {name!r} (from argument or ${ENV_VAR}); "
+                         f"expected one of {sorted(PRESETS)}")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return Profile(name, device, MappingProxyType(dict(PRESETS[name])))

@@ -1,0 +1,180 @@
+"""Honest timing and peak-memory measurement on CUDA and on the CPU.
+
+Time: CUDA events after warm-up on a GPU, ``time.perf_counter`` after warm-up on the
+CPU; the median of several repetitions with min and max.
+Memory: measured, never computed. On CUDA, the allocator's peak statistics around
+the call; on Linux, the process's peak resident set, reset through
+``/proc/self/clear_refs`` and read back from ``VmHWM``. Elsewhere ``None``
+("not measured"), never a model.
+"""
+from __future__ import annotations
+
+import ctypes
+import gc
+import math
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per call: the median, min and max over ``times``."""
+
+    median: float
+    min: float
+    max: float
+    times: tuple[float, ...]
+
+    def __str__(self) -> str:
+        return f"{self.median * 1e3:.2f} ms (min {self.min * 1e3:.2f}, max {self.max * 1e3:.2f})"
+
+
+def _device_of(args, kwargs) -> torch.device:
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            return a.device
+    return torch.device("cpu")
+
+
+def time_call(fn, *args, reps: int = 5, warmup: int = 1, device=None, **kwargs) -> Timing:
+    """Time ``fn(*args, **kwargs)``: ``warmup`` untimed calls, then ``reps`` timed ones.
+
+    On CUDA each call is bracketed by CUDA events and synchronised; on the CPU by
+    ``perf_counter``. ``device`` defaults to that of the first tensor argument.
+
+    >>> t = time_call(sum, [1, 2, 3], reps=3)
+    >>> t.min <= t.median <= t.max
+    True
+    """
+    if reps < 1:
+        raise ValueError(f"reps must be >= 1, got {reps}")
+    device = torch.device(device) if device is not None else _device_of(args, kwargs)
+    for _ in range(warmup):
+        fn(*args, **kwargs)
+    times = []
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        for _ in range(reps):
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn(*args, **kwargs)
+            stop.record()
+            torch.cuda.synchronize(device)
+            times.append(start.elapsed_time(stop) / 1e3)
+    else:
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn(*args, **kwargs)
+            times.append(time.perf_counter() - t0)
+    return Timing(statistics.median(times), min(times), max(times), tuple(times))
+
+
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+_STATUS = Path("/proc/self/status")
+_allocator_prepared = False
+
+
+def _prepare_cpu_allocator() -> None:
+    """Make glibc return large freed blocks to the OS, so the resident set tracks tensors.
+
+    glibc raises its mmap threshold after large frees and then keeps freed memory
+    resident; a fixed 64 KiB threshold keeps every sizeable tensor in its own
+    mapping, allocated on creation and unmapped on release.
+    """
+    global _allocator_prepared
+    if _allocator_prepared:
+        return
+    _allocator_prepared = True
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 64 * 1024)                      # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
+def _read_status_kib(field: str) -> int:
+    for line in _STATUS.read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise OSError(f"{field} not in {_STATUS}")
+
+
+def cpu_peak_supported() -> bool:
+    """True where the CPU peak resident set can be reset and read (Linux)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        _CLEAR_REFS.write_text("5")
+        _read_status_kib("VmHWM")
+        return True
+    except OSError:
+        return False
+
+
+def peak_memory(fn, *args, device=None, warmup: int = 0, **kwargs) -> int | None:
+    """Measured peak bytes that ``fn(*args, **kwargs)`` adds above what was allocated before it.
+
+    The output counts (it is allocated during the call); the inputs do not.
+    CUDA: ``reset_peak_memory_stats`` then ``max_memory_allocated`` minus the bytes
+    allocated at the start. Linux CPU: the peak resident set (``VmHWM``) after a reset,
+    minus the resident set at the start; page-granular (4 KiB) and it also counts
+    anything else the process touches during the call, so measure calls that
+    allocate megabytes. Returns ``None`` where neither is available: "not measured".
+    """
+    device = torch.device(device) if device is not None else _device_of(args, kwargs)
+    for _ in range(warmup):
+        fn(*args, **kwargs)
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        fn(*args, **kwargs)
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - base
+    if device.type != "cpu" or not cpu_peak_supported():
+        return None
+    _prepare_cpu_allocator()
+    _CLEAR_REFS.write_text("5")                          # peak := current resident set
+    base = _read_status_kib("VmHWM")
+    fn(*args, **kwargs)
+    return max(0, _read_status_kib("VmHWM") - base) * 1024
+
+
+def format_bytes(n: int | None) -> str:
+    """``12.3 MB`` (decimal units); ``not measured`` for ``None``."""
+    if n is None:
+        return "not measured"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def fit_power_law(x, y, *, last: int | None = None) -> tuple[float, float]:
+    """Least-squares fit of ``y = prefactor * x ** exponent`` on log-log axes.
+
+    ``last`` fits only the last ``last`` points (the upper lengths, where the
+    leading term dominates). Returns ``(exponent, prefactor)``.
+
+    >>> round(fit_power_law([1, 2, 4, 8], [3, 12, 48, 192])[0], 6)
+    2.0
+    """
+    xs, ys = [float(v) for v in x], [float(v) for v in y]
+    if len(xs) != len(ys):
+        raise ValueError(f"x and y differ in length: {len(xs)} != {len(ys)}")
+    if last is not None:
+        xs, ys = xs[-last:], ys[-last:]
+    if len(xs) < 2 or len(set(xs)) < 2:
+        raise ValueError(f"need at least 2 distinct x values to fit, got {xs}")
+    if min(xs) <= 0 or min(ys) <= 0:
+        raise ValueError(f"a power law needs positive x and y, got x={xs}, y={ys}")
+    lx, ly = [math.log(v) for v in xs], [math.log(v) for v in ys]
+    mx, my = statistics.fmean(lx), statistics.fmean(ly)
+    slope = sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
+    return slope, math.exp(my - slope * mx)

@@ -1,0 +1,69 @@
+"""Input validation shared by every kernel and module: one place, one message style.
+
+Every message says what was checked, what was expected and what arrived, e.g.
+``k head_dim 32 != q head_dim 64; expected q (B,H,L,D), k (B,H,S,D), v (B,H,S,Dv),
+got (2, 4, 128, 64), (2, 4, 128, 32), (2, 4, 128, 32)``.
+"""
+from __future__ import annotations
+
+import torch
+
+QKV_LEGEND = "expected q (B,H,L,D), k (B,H,S,D), v (B,H,S,Dv)"
+
+
+def _shape(t) -> tuple:
+    return tuple(t.shape)
+
+
+def check_attention_inputs(q, k, v, mask=None) -> None:
+    """Raise ``TypeError``/``ValueError`` unless q, k, v (and mask) fit one attention call.
+
+    Shapes: q (..., L, D), k (..., S, D), v (..., S, Dv); mask bool, broadcastable to (..., L, S).
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    got = f"got {_shape(q)}, {_shape(k)}, {_shape(v)}"
+    if q.dim() < 2 or q.dim() != k.dim() or q.dim() != v.dim():
+        raise ValueError(f"q, k, v must have the same rank >= 2; {QKV_LEGEND}, {got}")
+    if k.shape[-1] != q.shape[-1]:
+        raise ValueError(f"k head_dim {k.shape[-1]} != q head_dim {q.shape[-1]}; {QKV_LEGEND}, {got}")
+    if v.shape[-2] != k.shape[-2]:
+        raise ValueError(f"v length {v.shape[-2]} != k length {k.shape[-2]}; {QKV_LEGEND}, {got}")
+    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+        raise ValueError(f"batch and head dims differ; {QKV_LEGEND}, {got}")
+    if not q.is_floating_point():
+        raise TypeError(f"q, k, v must be floating point, got dtype {q.dtype}")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k, v dtypes differ: {q.dtype}, {k.dtype}, {v.dtype}")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"q, k, v devices differ: {q.device}, {k.device}, {v.device}")
+    if mask is not None:
+        check_mask(mask, q, k)
+
+
+def check_mask(mask, q, k) -> None:
+    """A boolean mask (True = may attend) broadcastable to (..., L, S)."""
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        kind = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise TypeError(f"mask must be a bool tensor (True = may attend), got {kind}")
+    target = (*q.shape[:-1], k.shape[-2])
+    if mask.dim() > len(target) or any(m not in (1, t) for m, t in zip(mask.shape[::-1], target[::-1])):
+        raise ValueError(f"mask shape {_shape(mask)} does not broadcast to (..., L, S) = {target}")
+    if mask.device != q.device:
+        raise ValueError(f"mask on {mask.device} but q on {q.device}")
+
+
+def check_positive_int(name: str, value) -> int:
+    """Return ``value`` if it is a positive int, else raise naming the argument."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+def check_rank(name: str, x: torch.Tensor, rank: int, legend: str) -> None:
+    """Raise unless ``x`` has exactly ``rank`` dimensions; ``legend`` names them, e.g. '(B, L, C)'."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != rank:
+        raise ValueError(f"{name} must be {legend} ({rank} dims), got shape {_shape(x)}")

@@ -1,0 +1,86 @@
+import pytest
+import torch
+from torch import nn
+
+from conftest import tol
+from labsupport.attention import causal_mask
+from labsupport.layers import MultiHeadAttention
+
+
+def pair(d_model=16, n_heads=4, kernel="sdpa", bias=True):
+    torch_mha = nn.MultiheadAttention(d_model, n_heads, batch_first=True, bias=bias).eval()
+    ours = MultiHeadAttention(d_model, n_heads, kernel=kernel, bias=bias).load_torch_weights(torch_mha).eval()
+    return ours, torch_mha
+
+
+@pytest.mark.parametrize("kernel", ["naive", "sdpa"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_self_attention_matches_torch(kernel, bias):
+    ours, ref = pair(kernel=kernel, bias=bias)
+    x = torch.randn(3, 10, 16)
+    expected, _ = ref(x, x, x, need_weights=False)
+    torch.testing.assert_close(ours(x), expected, **tol(torch.float32))
+
+
+@pytest.mark.parametrize("kernel", ["naive", "sdpa"])
+def test_cross_attention_with_L_not_S_matches_torch(kernel):
+    ours, ref = pair(kernel=kernel)
+    x, context = torch.randn(2, 5, 16), torch.randn(2, 9, 16)
+    expected, _ = ref(x, context, context, need_weights=False)
+    torch.testing.assert_close(ours(x, context), expected, **tol(torch.float32))
+
+
+def test_causal_matches_torch_with_its_inverted_mask():
+    ours, ref = pair()
+    x = torch.randn(2, 7, 16)
+    allowed = causal_mask(7)
+    expected, _ = ref(x, x, x, attn_mask=~allowed, need_weights=False)   # torch: True = blocked
+    torch.testing.assert_close(ours(x, is_causal=True), expected, **tol(torch.float32))
+    torch.testing.assert_close(ours(x, mask=allowed), expected, **tol(torch.float32))
+
+
+def test_per_head_weights_match_torch():
+    ours, ref = pair()
+    x = torch.randn(2, 6, 16)
+    expected_out, expected_w = ref(x, x, x, need_weights=True, average_attn_weights=False)
+    out, w = ours(x, return_weights=True)
+    assert w.shape == (2, 4, 6, 6)
+    torch.testing.assert_close(w, expected_w, **tol(torch.float32))
+    torch.testing.assert_close(out, expected_out, **tol(torch.float32))
+
+
+def test_gradients_flow_and_match_torch():
+    ours, ref = pair()
+    x = torch.randn(2, 5, 16, requires_grad=True)
+    ours(x).sum().backward()
+    g_ours = x.grad.clone()
+    x.grad = None
+    ref(x, x, x, need_weights=False)[0].sum().backward()
+    torch.testing.assert_close(g_ours, x.grad, **tol(torch.float32))
+
+
+def test_bad_configuration_and_inputs():
+    with pytest.raises(ValueError, match="d_model 10 is not divisible by n_heads 4"):
+        MultiHeadAttention(10, 4)
+    with pytest.raises(ValueError, match="n_heads must be a positive int"):
+        MultiHeadAttention(8, 0)
+    with pytest.raises(ValueError, match="unknown attention kernel"):
+        MultiHeadAttention(8, 2, kernel="fast")
+    mha = MultiHeadAttention(8, 2)
+    with pytest.raises(ValueError, match=r"x must be \(B, L, d_model\) \(3 dims\), got shape \(5, 8\)"):
+        mha(torch.randn(5, 8))
+    with pytest.raises(ValueError, match=r"expected x \(B, L, 8\)"):
+        mha(torch.randn(1, 5, 6))
+    with pytest.raises(ValueError, match="embed_dim 16"):
+        mha.load_torch_weights(nn.MultiheadAttention(16, 2))
+    with pytest.raises(ValueError, match="bias differs"):
+        mha.load_torch_weights(nn.MultiheadAttention(8, 2, bias=False))
+
+
+def test_dropout_only_in_training():
+    mha = MultiHeadAttention(8, 2, dropout=0.5, kernel="naive")
+    x = torch.randn(1, 6, 8)
+    mha.eval()
+    torch.testing.assert_close(mha(x), mha(x))
+    mha.train()
+    assert not torch.allclose(mha(x), mha(x))

@@ -1,0 +1,74 @@
+import math
+import time
+
+import pytest
+import torch
+
+from labsupport.timing import cpu_peak_supported, fit_power_law, format_bytes, peak_memory, time_call
+
+
+@pytest.mark.skipif(not cpu_peak_supported(), reason="CPU peak resident set is Linux-only")
+@pytest.mark.parametrize("megabytes", [40, 200])
+def test_peak_memory_sees_a_known_cpu_allocation(megabytes):
+    n = megabytes * 1_000_000 // 4
+    measured = peak_memory(lambda: torch.ones(n))
+    assert 0.95 * megabytes * 1e6 <= measured <= 1.15 * megabytes * 1e6 + 4e6
+
+
+@pytest.mark.skipif(not cpu_peak_supported(), reason="CPU peak resident set is Linux-only")
+def test_peak_memory_counts_a_transient_not_only_the_result():
+    def make_and_drop():
+        big = torch.ones(50_000_000)          # 200 MB, freed before returning
+        return big[:10].clone()
+    assert peak_memory(make_and_drop) >= 190e6
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_peak_memory_on_cuda():
+    measured = peak_memory(lambda: torch.ones(25_000_000, device="cuda"), device="cuda")
+    assert 100e6 <= measured <= 100e6 + 2 ** 21
+
+
+def test_peak_memory_is_none_where_not_measurable(monkeypatch):
+    import labsupport.timing as timing
+    monkeypatch.setattr(timing, "cpu_peak_supported", lambda: False)
+    assert peak_memory(lambda: torch.ones(10)) is None
+    assert format_bytes(None) == "not measured"
+
+
+def test_time_call_on_a_known_sleep():
+    t = time_call(time.sleep, 0.02, reps=3, warmup=0)
+    assert 0.02 <= t.min <= t.median <= t.max < 0.5 and len(t.times) == 3
+    with pytest.raises(ValueError, match="reps must be >= 1"):
+        time_call(time.sleep, 0, reps=0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_time_call_on_cuda_uses_events():
+    x = torch.randn(2048, 2048, device="cuda")
+    t = time_call(torch.mm, x, x, reps=3)
+    assert 0 < t.min <= t.median <= t.max
+
+
+def test_fit_power_law_recovers_exponent_with_noise():
+    g = torch.Generator().manual_seed(0)
+    x = [2 ** i for i in range(6, 14)]
+    y = [3e-9 * v ** 2 * math.exp(0.03 * float(torch.randn(1, generator=g))) for v in x]
+    exponent, prefactor = fit_power_law(x, y)
+    assert abs(exponent - 2) < 0.05 and 1e-9 < prefactor < 1e-8
+    linear_tail = [100.0, 1.0, 50.0, 4.0, 5.0, 6.0]       # only the last three follow y = x
+    assert abs(fit_power_law(range(1, 7), linear_tail, last=3)[0] - 1.0) < 1e-9
+    assert abs(fit_power_law(range(1, 7), linear_tail)[0] - 1.0) > 0.5
+
+
+def test_fit_power_law_rejects_bad_data():
+    with pytest.raises(ValueError, match="positive"):
+        fit_power_law([1, 2], [0, 1])
+    with pytest.raises(ValueError, match="at least 2 distinct"):
+        fit_power_law([3, 3], [1, 2])
+    with pytest.raises(ValueError, match="differ in length"):
+        fit_power_law([1, 2, 3], [1, 2])
+
+
+def test_format_bytes():
+    assert format_bytes(1_500_000) == "1.5 MB" and format_bytes(12) == "12 B" and format_bytes(3e9) == "3.0 GB"
