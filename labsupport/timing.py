@@ -9,11 +9,13 @@ the call; on Linux, the process's peak resident set, reset through
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import math
 import statistics
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,25 +78,60 @@ def time_call(fn, *args, reps: int = 5, warmup: int = 1, device=None, **kwargs) 
 
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 _STATUS = Path("/proc/self/status")
-_allocator_prepared = False
 
 
-def _prepare_cpu_allocator() -> None:
-    """Make glibc return large freed blocks to the OS, so the resident set tracks tensors.
-
-    glibc raises its mmap threshold after large frees and then keeps freed memory
-    resident; a fixed 64 KiB threshold keeps every sizeable tensor in its own
-    mapping, allocated on creation and unmapped on release.
-    """
-    global _allocator_prepared
-    if _allocator_prepared:
-        return
-    _allocator_prepared = True
+def _load_libc():
     try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 64 * 1024)                      # M_MMAP_THRESHOLD
-    except (OSError, AttributeError):
-        pass
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
+_LIBC = _load_libc() if sys.platform.startswith("linux") else None
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+@contextlib.contextmanager
+def _tensors_in_resident_set():
+    """While measuring, make the resident set follow tensor allocations (glibc).
+
+    glibc serves blocks below its (self-raising) mmap threshold from heap memory
+    that may already be resident, which would hide them from the resident set.
+    During a measurement every block above 64 KiB gets its own mapping, made on
+    creation and unmapped on release. Afterwards the thresholds are set to glibc's
+    own steady-state values (32 MiB mmap, 64 MiB trim), which keep training loops
+    as fast as with the defaults.
+    """
+    if _LIBC is None:
+        yield
+        return
+    _LIBC.mallopt(_M_MMAP_THRESHOLD, 64 * 1024)
+    _LIBC.malloc_trim(0)
+    try:
+        yield
+    finally:
+        _LIBC.mallopt(_M_MMAP_THRESHOLD, 32 * 1024 * 1024)
+        _LIBC.mallopt(_M_TRIM_THRESHOLD, 64 * 1024 * 1024)
+
+
+def _call_in_fresh_thread(fn, args, kwargs) -> None:
+    """Run ``fn`` in a new thread: glibc gives it an arena that holds no large free
+    blocks left by earlier work, so its tensors land in new mappings (and are counted).
+    Grad mode is carried over (it is thread-local); errors are re-raised here."""
+    grad_enabled, box = torch.is_grad_enabled(), {}
+
+    def target():
+        try:
+            with torch.set_grad_enabled(grad_enabled):
+                fn(*args, **kwargs)
+        except BaseException as err:                     # re-raised in the caller
+            box["error"] = err
+
+    worker = threading.Thread(target=target)
+    worker.start()
+    worker.join()
+    if "error" in box:
+        raise box["error"]
 
 
 def _read_status_kib(field: str) -> int:
@@ -116,7 +153,7 @@ def cpu_peak_supported() -> bool:
         return False
 
 
-def peak_memory(fn, *args, device=None, warmup: int = 0, **kwargs) -> int | None:
+def peak_memory(fn, *args, device=None, warmup: int = 1, **kwargs) -> int | None:
     """Measured peak bytes that ``fn(*args, **kwargs)`` adds above what was allocated before it.
 
     The output counts (it is allocated during the call); the inputs do not.
@@ -124,13 +161,15 @@ def peak_memory(fn, *args, device=None, warmup: int = 0, **kwargs) -> int | None
     allocated at the start. Linux CPU: the peak resident set (``VmHWM``) after a reset,
     minus the resident set at the start; page-granular (4 KiB) and it also counts
     anything else the process touches during the call, so measure calls that
-    allocate megabytes. Returns ``None`` where neither is available: "not measured".
+    allocate megabytes. ``warmup`` untimed calls first absorb one-off costs (lazy
+    initialisation, thread pools). Returns ``None`` where neither is available:
+    "not measured".
     """
     device = torch.device(device) if device is not None else _device_of(args, kwargs)
-    for _ in range(warmup):
-        fn(*args, **kwargs)
     gc.collect()
     if device.type == "cuda":
+        for _ in range(warmup):
+            fn(*args, **kwargs)
         torch.cuda.synchronize(device)
         base = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
@@ -139,11 +178,13 @@ def peak_memory(fn, *args, device=None, warmup: int = 0, **kwargs) -> int | None
         return torch.cuda.max_memory_allocated(device) - base
     if device.type != "cpu" or not cpu_peak_supported():
         return None
-    _prepare_cpu_allocator()
-    _CLEAR_REFS.write_text("5")                          # peak := current resident set
-    base = _read_status_kib("VmHWM")
-    fn(*args, **kwargs)
-    return max(0, _read_status_kib("VmHWM") - base) * 1024
+    with _tensors_in_resident_set():
+        for _ in range(warmup):
+            _call_in_fresh_thread(fn, args, kwargs)
+        _CLEAR_REFS.write_text("5")                      # peak := current resident set
+        base = _read_status_kib("VmHWM")
+        _call_in_fresh_thread(fn, args, kwargs)
+        return max(0, _read_status_kib("VmHWM") - base) * 1024
 
 
 def format_bytes(n: int | None) -> str:

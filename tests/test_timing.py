@@ -23,6 +23,25 @@ def test_peak_memory_counts_a_transient_not_only_the_result():
     assert peak_memory(make_and_drop) >= 190e6
 
 
+@pytest.mark.skipif(not cpu_peak_supported(), reason="CPU peak resident set is Linux-only")
+def test_peak_memory_is_not_hidden_by_memory_the_allocator_kept():
+    for _ in range(3):                         # leave freed 16 MB blocks in this thread's heap
+        torch.ones(4_000_000).add_(1)
+    measured = [peak_memory(lambda: torch.ones(4_000_000)) for _ in range(3)]
+    assert all(15e6 <= m <= 18e6 for m in measured), measured
+
+
+@pytest.mark.skipif(not cpu_peak_supported(), reason="CPU peak resident set is Linux-only")
+def test_peak_memory_keeps_grad_mode_and_reraises():
+    seen = []
+    with torch.no_grad():
+        peak_memory(lambda: seen.append(torch.is_grad_enabled()))
+    peak_memory(lambda: seen.append(torch.is_grad_enabled()))
+    assert seen == [False, False, True, True]                     # warm-up and measured call each
+    with pytest.raises(ValueError, match="inside"):
+        peak_memory(lambda: (_ for _ in ()).throw(ValueError("inside")))
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_peak_memory_on_cuda():
     measured = peak_memory(lambda: torch.ones(25_000_000, device="cuda"), device="cuda")
