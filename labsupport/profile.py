@@ -22,11 +22,11 @@ PRESETS = {
     "cpu": {
         # 12.1 self-attention
         "bottleneck_steps": 300,             # training steps of the recall demo
-        "bill_lengths": (1024, 2048, 4096, 8192),
+        "bill_lengths": (2048, 4096, 8192, 16384),
     },
     "gpu": {
         "bottleneck_steps": 1500,
-        "bill_lengths": (2048, 4096, 8192, 16384, 32768),
+        "bill_lengths": (4096, 8192, 16384, 32768, 65536),
     },
 }
 

@@ -4,6 +4,7 @@ still runs top to bottom with exercises unanswered."""
 from __future__ import annotations
 
 import functools
+import textwrap
 from dataclasses import dataclass
 
 import torch
@@ -23,7 +24,8 @@ class CheckResult:
     message: str
 
     def __str__(self) -> str:
-        return f"[{'PASS' if self.passed else 'TRY AGAIN'}] {self.exercise}: {self.message}"
+        text = f"[{'PASS' if self.passed else 'TRY AGAIN'}] {self.exercise}: {self.message}"
+        return textwrap.fill(text, width=76, subsequent_indent="    ")
 
     __repr__ = __str__
 

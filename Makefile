@@ -1,0 +1,30 @@
+# The README's two commands: `make book` and `make test`. Each creates .venv and
+# installs requirements.txt first when needed (python3 >= 3.10 on the PATH).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: book test notebooks clean
+
+$(STAMP): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+## Build the HTML book, re-executing every notebook: _build/html/index.html
+book: $(STAMP)
+	$(BIN)/jupyter-book build --all -W -n --keep-going .
+	@echo "The book is in _build/html/index.html"
+
+## Run every test: unit tests, every notebook under nbval, the HTML build (-W)
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+## Re-execute the notebooks in place (refresh the committed outputs)
+notebooks: $(STAMP)
+	$(BIN)/python tools/execute_notebooks.py
+
+clean:
+	rm -rf _build .pytest_cache

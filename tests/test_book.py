@@ -1,0 +1,67 @@
+"""The HTML book builds with warnings as errors (-W -n), from the committed outputs.
+
+nbval has just re-executed every notebook and compared it with those outputs, so this
+build renders them without executing a second time.
+"""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def toc_files():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for entry in toc.get("chapters", []):
+        files.append(entry["file"])
+        files.extend(section["file"] for section in entry.get("sections", []))
+    return files
+
+
+@pytest.fixture(scope="module")
+def built_html(tmp_path_factory):
+    out = tmp_path_factory.mktemp("book")
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    config["execute"]["execute_notebooks"] = "off"
+    config_path = out / "_config.yml"
+    config_path.write_text(yaml.safe_dump(config))
+    jb = Path(sys.executable).with_name("jupyter-book")
+    result = subprocess.run(
+        [str(jb), "build", str(ROOT), "--config", str(config_path), "--path-output", str(out),
+         "--all", "-W", "-n", "--keep-going"],
+        capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return out / "_build" / "html"
+
+
+def visible(html: str) -> str:
+    """The page without <script> and <style> blocks (widget views live in scripts)."""
+    return re.sub(r"<(script|style)\b.*?</\1>", "", html, flags=re.S)
+
+
+def test_every_page_is_rendered_without_errors(built_html):
+    for name in toc_files():
+        page = built_html / f"{name}.html"
+        assert page.is_file(), f"{page} missing"
+        text = visible(page.read_text())
+        assert "Traceback (most recent call last)" not in text, f"{name}: a traceback is visible"
+        assert "model_id" not in text, f"{name}: raw widget JSON is visible"
+
+
+def test_notebook_pages_have_colab_and_download_buttons(built_html):
+    for name in toc_files():
+        if not name.startswith("chapters/"):
+            continue
+        html = (built_html / f"{name}.html").read_text()
+        assert f"colab.research.google.com/github/" in html and f"{name}.ipynb" in html, name
+        assert f"_sources/{name}.ipynb" in html, f"{name}: no download link"
+
+
+def test_bibliography_is_rendered(built_html):
+    html = (built_html / "chapters" / "12_1_self_attention.html").read_text().lower()
+    assert "attention is all you need" in html and "a time series is worth 64 words" in html

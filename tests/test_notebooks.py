@@ -1,0 +1,99 @@
+"""Conventions every chapter notebook follows (DESIGN.md section 3), checked statically.
+
+nbval (collected from chapters/ by the same pytest run) re-executes each notebook and
+compares its outputs; these tests check what nbval does not."""
+import json
+import re
+from pathlib import Path
+from unittest import mock
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
+KNOWN_TAGS = {"nbval-ignore-output", "nbval-check-output", "nbval-skip", "raises-exception",
+              "solution", "hide-input", "hide-output", "remove-input", "remove-output", "remove-cell"}
+LOCAL_PATH = re.compile(r"(?:^|[\s'\"(=])/(?:home|root|tmp|work|Users|usr)/|site-packages|0x[0-9a-f]{8,}")
+
+
+def read(path):
+    return nbformat.read(path, as_version=4)
+
+
+def code_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "code" and c.source.strip()]
+
+
+def test_notebooks_and_toc_agree():
+    toc = (ROOT / "_toc.yml").read_text()
+    listed = set(re.findall(r"file:\s*(chapters/\S+)", toc))
+    assert listed == {f"chapters/{p.stem}" for p in NOTEBOOKS}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_committed_outputs_are_clean(path):
+    nb = read(path)
+    cells = code_cells(nb)
+    assert [c.execution_count for c in cells] == list(range(1, len(cells) + 1)), \
+        "re-run top to bottom: python tools/execute_notebooks.py"
+    assert path.stat().st_size < 2_000_000, f"{path.name} is {path.stat().st_size / 1e6:.1f} MB"
+    for i, cell in enumerate(cells):
+        assert set(cell.metadata.get("tags", [])) <= KNOWN_TAGS, f"cell {i}: unknown tag"
+        for out in cell.get("outputs", []):
+            assert out.output_type != "error", f"cell {i} holds an error"
+            text = json.dumps(out.get("text", "")) + json.dumps(out.get("data", {}).get("text/plain", ""))
+            assert not LOCAL_PATH.search(text), f"cell {i} shows a local path or address"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_setup_cell_and_repository_setting(path):
+    setup = code_cells(read(path))[0].source
+    first_setup = code_cells(read(NOTEBOOKS[0]))[0].source
+    assert setup == first_setup, "every notebook starts with the same setup cell"
+    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    assert f'REPOSITORY = "{url}"' in setup, "run python tools/set_repository.py"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_exercises_have_solutions_and_self_checks(path):
+    nb = read(path)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    exercises = re.findall(r"```\{exercise\}[^\n]*\n:label: (\S+)", text)
+    solutions = re.findall(r"```\{solution-start\} (\S+)", text)
+    assert 2 <= len(exercises) <= 5 and sorted(exercises) == sorted(solutions)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and "### BEGIN SOLUTION" in cell.source:
+            assert "### END SOLUTION" in cell.source
+            assert cell.metadata.get("nbgrader", {}).get("solution") is True, f"cell {i}: nbgrader metadata"
+            following = [c for c in nb.cells[i + 1:] if c.cell_type == "code"][0]
+            assert "checks." in following.source, f"cell {i}: no self-check after the solution"
+        if cell.cell_type == "markdown":
+            assert "BEGIN SOLUTION" not in cell.source, "nbgrader markers belong in code cells"
+    assert "{bibliography}" in text
+
+
+def run_setup_cell(source, *, installed, colab):
+    calls = []
+    modules = {"google.colab": object()} if colab else {}
+    with mock.patch("importlib.util.find_spec", return_value=object() if installed else None), \
+         mock.patch("subprocess.run", side_effect=lambda cmd, check: calls.append(cmd)), \
+         mock.patch.dict("sys.modules", modules), mock.patch("sys.path", []):
+        if not colab:
+            import sys
+            sys.modules.pop("google.colab", None)
+        exec(compile(source, "setup", "exec"), {})
+    return calls
+
+
+def test_setup_cell_installs_on_colab_and_does_nothing_locally():
+    source = code_cells(read(NOTEBOOKS[0]))[0].source
+    assert run_setup_cell(source, installed=True, colab=True) == []
+    assert run_setup_cell(source, installed=True, colab=False) == []
+    clone, install = run_setup_cell(source, installed=False, colab=True)
+    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    assert clone[:2] == ["git", "clone"] and url in clone
+    assert install[1:5] == ["-m", "pip", "install", "-q"] and install[-2:] == ["-e", "/content/ch12"]
+    with pytest.raises(ModuleNotFoundError, match="pip install -e"):
+        run_setup_cell(source, installed=False, colab=False)
