@@ -95,3 +95,164 @@ class MultiHeadAttention(nn.Module):
                 proj.bias.copy_(b)
             self.out_proj.bias.copy_(mha.out_proj.bias)
         return self
+
+
+class FeedForward(nn.Module):
+    """The position-wise feed-forward network: one two-layer MLP applied at every position.
+
+    Math: ``FFN(x) = W2 act(W1 x + b1) + b2``, the same weights for every position.
+    Shapes: x (B, L, d_model) -> (B, L, d_model).
+    """
+
+    def __init__(self, d_model: int, d_ff: int, *, dropout: float = 0.0, activation: str = "relu"):
+        super().__init__()
+        check_positive_int("d_model", d_model)
+        check_positive_int("d_ff", d_ff)
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.activation = _ACTIVATIONS[activation]()
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+
+
+_ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
+
+
+def sublayer(x, fn, norm, drop, norm_first: bool, residual: bool = True):
+    """One residual sub-layer: ``x + drop(fn(norm(x)))`` (pre-norm) or
+    ``norm(x + drop(fn(x)))`` (post-norm); without the ``x +`` when not residual."""
+    if norm_first:
+        y = drop(fn(norm(x)))
+        return x + y if residual else y
+    y = drop(fn(x))
+    return norm(x + y if residual else y)
+
+
+class TransformerBlock(nn.Module):
+    """An encoder block: self-attention then a feed-forward network, each in a residual
+    connection with layer normalisation.
+
+    Math (pre-norm, ``norm_first=True``): ``x = x + MHA(LN1(x)); x = x + FFN(LN2(x))``.
+    Math (post-norm, the original): ``x = LN1(x + MHA(x)); x = LN2(x + FFN(x))``.
+    Shapes: x (B, L, d_model) -> (B, L, d_model).
+
+    ``residual=False`` or ``layer_norm=False`` remove those parts (for the experiments of
+    Section 12.2); `load_torch_weights` copies an ``nn.TransformerEncoderLayer``.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int | None = None, dropout: float = 0.0, *,
+                 norm_first: bool = True, kernel="sdpa", activation: str = "relu",
+                 residual: bool = True, layer_norm: bool = True, eps: float = 1e-5):
+        super().__init__()
+        d_ff = 4 * d_model if d_ff is None else d_ff
+        self.attn = MultiHeadAttention(d_model, n_heads, kernel=kernel, dropout=dropout)
+        self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation)
+        self.norm1 = nn.LayerNorm(d_model, eps=eps) if layer_norm else nn.Identity()
+        self.norm2 = nn.LayerNorm(d_model, eps=eps) if layer_norm else nn.Identity()
+        self.drop1, self.drop2 = nn.Dropout(dropout), nn.Dropout(dropout)
+        self.norm_first, self.residual = norm_first, residual
+
+    def forward(self, x, *, mask=None, is_causal=False, return_weights=False):
+        found = {}
+
+        def attend(h):
+            out = self.attn(h, mask=mask, is_causal=is_causal, return_weights=return_weights)
+            if return_weights:
+                out, found["weights"] = out
+            return out
+
+        x = sublayer(x, attend, self.norm1, self.drop1, self.norm_first, self.residual)
+        x = sublayer(x, self.ff, self.norm2, self.drop2, self.norm_first, self.residual)
+        return (x, found["weights"]) if return_weights else x
+
+    @torch.no_grad()
+    def load_torch_weights(self, layer: nn.TransformerEncoderLayer) -> "TransformerBlock":
+        """Copy an ``nn.TransformerEncoderLayer`` (same sizes and ``norm_first``)."""
+        if layer.norm_first != self.norm_first:
+            raise ValueError(f"norm_first differs: torch layer {layer.norm_first}, this block {self.norm_first}")
+        self.attn.load_torch_weights(layer.self_attn)
+        for ours, theirs in ((self.ff.linear1, layer.linear1), (self.ff.linear2, layer.linear2),
+                             (self.norm1, layer.norm1), (self.norm2, layer.norm2)):
+            ours.load_state_dict(theirs.state_dict())
+        return self
+
+
+class TransformerEncoder(nn.Module):
+    """A stack of `TransformerBlock` s; pre-norm stacks end with a final LayerNorm.
+
+    Shapes: x (B, L, d_model) -> (B, L, d_model); with ``return_weights`` also a list
+    of per-layer weights (B, H, L, L).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, n_layers: int, d_ff: int | None = None,
+                 dropout: float = 0.0, *, norm_first: bool = True, kernel="sdpa", **block_options):
+        super().__init__()
+        check_positive_int("n_layers", n_layers)
+        self.layers = nn.ModuleList(
+            TransformerBlock(d_model, n_heads, d_ff, dropout, norm_first=norm_first, kernel=kernel,
+                             **block_options) for _ in range(n_layers))
+        final_norm = norm_first and block_options.get("layer_norm", True)
+        self.norm = nn.LayerNorm(d_model) if final_norm else nn.Identity()
+
+    def forward(self, x, *, mask=None, is_causal=False, return_weights=False):
+        all_weights = []
+        for layer in self.layers:
+            x = layer(x, mask=mask, is_causal=is_causal, return_weights=return_weights)
+            if return_weights:
+                x, w = x
+                all_weights.append(w)
+        x = self.norm(x)
+        return (x, all_weights) if return_weights else x
+
+
+class DecoderBlock(nn.Module):
+    """A decoder block: causal self-attention, cross-attention to the encoder's output
+    (the "memory"), then a feed-forward network; residuals and LayerNorm around each.
+
+    Math (pre-norm): ``x += SelfAttn(LN1(x)); x += CrossAttn(LN2(x), memory); x += FFN(LN3(x))``.
+    Shapes: x (B, L, d_model), memory (B, S, d_model) -> (B, L, d_model).
+    `load_torch_weights` copies an ``nn.TransformerDecoderLayer``.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int | None = None, dropout: float = 0.0, *,
+                 norm_first: bool = True, kernel="sdpa", activation: str = "relu", eps: float = 1e-5):
+        super().__init__()
+        d_ff = 4 * d_model if d_ff is None else d_ff
+        self.self_attn = MultiHeadAttention(d_model, n_heads, kernel=kernel, dropout=dropout)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, kernel=kernel, dropout=dropout)
+        self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation)
+        self.norms = nn.ModuleList(nn.LayerNorm(d_model, eps=eps) for _ in range(3))
+        self.drops = nn.ModuleList(nn.Dropout(dropout) for _ in range(3))
+        self.norm_first = norm_first
+
+    def forward(self, x, memory, *, is_causal=True, memory_mask=None, return_weights=False):
+        found = {}
+
+        def cross(h):
+            out = self.cross_attn(h, memory, mask=memory_mask, return_weights=return_weights)
+            if return_weights:
+                out, found["weights"] = out
+            return out
+
+        (n1, n2, n3), (d1, d2, d3) = self.norms, self.drops
+        x = sublayer(x, lambda h: self.self_attn(h, is_causal=is_causal), n1, d1, self.norm_first)
+        x = sublayer(x, cross, n2, d2, self.norm_first)
+        x = sublayer(x, self.ff, n3, d3, self.norm_first)
+        return (x, found["weights"]) if return_weights else x
+
+    @torch.no_grad()
+    def load_torch_weights(self, layer: nn.TransformerDecoderLayer) -> "DecoderBlock":
+        """Copy an ``nn.TransformerDecoderLayer`` (same sizes and ``norm_first``)."""
+        if layer.norm_first != self.norm_first:
+            raise ValueError(f"norm_first differs: torch layer {layer.norm_first}, this block {self.norm_first}")
+        self.self_attn.load_torch_weights(layer.self_attn)
+        self.cross_attn.load_torch_weights(layer.multihead_attn)
+        self.ff.linear1.load_state_dict(layer.linear1.state_dict())
+        self.ff.linear2.load_state_dict(layer.linear2.state_dict())
+        for ours, theirs in zip(self.norms, (layer.norm1, layer.norm2, layer.norm3)):
+            ours.load_state_dict(theirs.state_dict())
+        return self

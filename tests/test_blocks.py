@@ -1,0 +1,88 @@
+import pytest
+import torch
+from torch import nn
+
+from conftest import tol
+from labsupport.attention import causal_mask
+from labsupport.layers import DecoderBlock, FeedForward, TransformerBlock, TransformerEncoder
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("kernel", ["sdpa", "naive"])
+def test_block_matches_torch_encoder_layer(norm_first, causal, kernel):
+    ref = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True, norm_first=norm_first).eval()
+    ours = TransformerBlock(32, 4, 64, norm_first=norm_first, kernel=kernel).load_torch_weights(ref).eval()
+    x = torch.randn(3, 11, 32)
+    if causal:
+        expected = ref(x, src_mask=~causal_mask(11), is_causal=True)      # torch: True = blocked
+    else:
+        expected = ref(x)
+    torch.testing.assert_close(ours(x, is_causal=causal), expected, **tol(torch.float32))
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_decoder_block_matches_torch_decoder_layer(norm_first):
+    ref = nn.TransformerDecoderLayer(32, 4, 64, dropout=0.0, batch_first=True, norm_first=norm_first).eval()
+    ours = DecoderBlock(32, 4, 64, norm_first=norm_first).load_torch_weights(ref).eval()
+    x, memory = torch.randn(2, 7, 32), torch.randn(2, 12, 32)
+    expected = ref(x, memory, tgt_mask=~causal_mask(7), tgt_is_causal=True)
+    torch.testing.assert_close(ours(x, memory), expected, atol=2e-6, rtol=1e-5)
+    out, weights = ours(x, memory, return_weights=True)
+    assert weights.shape == (2, 4, 7, 12)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4, 7))
+
+
+def test_load_weights_refuses_a_different_norm_placement():
+    with pytest.raises(ValueError, match="norm_first differs"):
+        TransformerBlock(8, 2, norm_first=True).load_torch_weights(
+            nn.TransformerEncoderLayer(8, 2, batch_first=True, norm_first=False))
+
+
+def perturbed_after(x, t):
+    y = x.clone()
+    y[:, t + 1:] += 3 * torch.randn_like(y[:, t + 1:])
+    return y
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_causal_block_and_encoder_never_peek(norm_first):
+    block = TransformerBlock(16, 4, 32, norm_first=norm_first).eval()
+    encoder = TransformerEncoder(16, 4, 3, 32, norm_first=norm_first).eval()
+    x = torch.randn(2, 10, 16)
+    for module in (block, encoder):
+        for t in (0, 4, 8):
+            a, b = module(x, is_causal=True), module(perturbed_after(x, t), is_causal=True)
+            torch.testing.assert_close(a[:, : t + 1], b[:, : t + 1])
+            assert not torch.allclose(a[:, t + 1:], b[:, t + 1:])
+        assert not torch.allclose(module(x)[:, :5], module(perturbed_after(x, 4))[:, :5])   # not causal
+
+
+def test_feed_forward_is_position_wise():
+    ff = FeedForward(8, 16)
+    x = torch.randn(2, 6, 8)
+    perm = torch.randperm(6)
+    torch.testing.assert_close(ff(x[:, perm]), ff(x)[:, perm])
+    torch.testing.assert_close(ff(x[:, 2:3]), ff(x)[:, 2:3])
+    with pytest.raises(ValueError, match="activation must be one of"):
+        FeedForward(8, 16, activation="tanh")
+
+
+def test_ablations_change_the_block():
+    x = torch.randn(1, 5, 8)
+    plain = TransformerBlock(8, 2, residual=False, layer_norm=False).eval()
+    assert isinstance(plain.norm1, nn.Identity)
+    torch.manual_seed(0)
+    a = TransformerBlock(8, 2).eval()
+    torch.manual_seed(0)
+    b = TransformerBlock(8, 2, residual=False).eval()
+    assert not torch.allclose(a(x), b(x))
+    encoder = TransformerEncoder(8, 2, 2, layer_norm=False)
+    assert isinstance(encoder.norm, nn.Identity)
+
+
+def test_encoder_returns_weights_per_layer():
+    encoder = TransformerEncoder(16, 4, 3).eval()
+    out, weights = encoder(torch.randn(2, 9, 16), is_causal=True, return_weights=True)
+    assert out.shape == (2, 9, 16) and len(weights) == 3 and weights[0].shape == (2, 4, 9, 9)
+    assert weights[1][..., ~causal_mask(9)].abs().max() == 0
