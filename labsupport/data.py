@@ -2,13 +2,18 @@
 split, scaling fitted on the training part only, forecasting windows and patches.
 
 The default series is hourly electricity demand and temperature for Victoria,
-Australia, 2012-2014 (26,304 hours), shipped in ``data/`` with its provenance.
+Australia, 2012-2014 (26,304 hours), shipped in ``data/`` with its provenance. The
+ETT benchmark (`load_ett`) is downloaded on demand, checked against pinned sha256s.
 """
 from __future__ import annotations
 
 import csv
 import hashlib
+import http.client
 import os
+import re
+import tempfile
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,12 +95,29 @@ def sha256_of(path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def verify_sha256(path, expected: str) -> None:
-    """Raise `ChecksumError` unless the file's sha256 is ``expected``."""
+def verify_sha256(path, expected: str, *,
+                  remedy: str = "restore it (git checkout data/) or download it again") -> None:
+    """Raise `ChecksumError` unless the file's sha256 is ``expected``; ``remedy`` ends the message."""
     actual = sha256_of(path)
     if actual != expected:
         raise ChecksumError(f"sha256 of {Path(path).name} is {actual}, expected {expected}: the file "
-                            "is corrupt, partial or edited; restore it (git checkout data/) or download it again")
+                            f"is corrupt, partial or edited; {remedy}")
+
+
+# ISO minutes (2016-07-01T00:00) or date, space, time with seconds (2016-07-01 00:00:00, as in ETT).
+_TIME = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d)(?::(\d\d))?")
+
+
+def _parse_time(text: str, where: str) -> np.datetime64:
+    """``YYYY-MM-DDTHH:MM`` or ``YYYY-MM-DD HH:MM:SS`` as ``datetime64[m]``."""
+    match = _TIME.fullmatch(text)
+    if match and match[3] not in (None, "00"):
+        # numpy would silently drop the seconds at minute resolution
+        raise ValueError(f"{where}: time {text!r} has seconds {match[3]}; expected whole minutes (:00)")
+    try:
+        return np.datetime64(f"{match[1]}T{match[2]}" if match else text, "m")
+    except ValueError:
+        raise ValueError(f"{where}: cannot read time {text!r}") from None
 
 
 def _parse_float(text: str, where: str, column: str) -> float:
@@ -112,6 +134,7 @@ def load_csv(path, *, time_column: str = "time", columns=None, sha256: str | Non
              name: str | None = None) -> Series:
     """Read a CSV with a header, one time column and numeric columns, into a `Series`.
 
+    Times are ``YYYY-MM-DDTHH:MM`` or ``YYYY-MM-DD HH:MM:SS`` (whole minutes).
     ``columns`` selects channels (default: all but the time column); ``sha256``,
     when given, is checked first. A malformed line raises ``ValueError`` naming the
     file, the line number and what was wrong there.
@@ -136,10 +159,7 @@ def load_csv(path, *, time_column: str = "time", columns=None, sha256: str | Non
             where = f"{path.name} line {line_no}"
             if len(row) != len(header):
                 raise ValueError(f"{where}: {len(row)} fields, expected {len(header)} ({header})")
-            try:
-                stamp = np.datetime64(row[t_idx], "m")
-            except ValueError:
-                raise ValueError(f"{where}: cannot read time {row[t_idx]!r}") from None
+            stamp = _parse_time(row[t_idx], where)
             if stamps and stamp <= stamps[-1]:
                 raise ValueError(f"{where}: time {row[t_idx]} does not come after {stamps[-1]}")
             stamps.append(stamp)
@@ -226,6 +246,114 @@ class Standardizer:
         """Back to the original unit (e.g. MW)."""
         mean, std = self._stats(x, channels)
         return x * std + mean
+
+
+ETT_NAMES = ("ETTh1", "ETTh2", "ETTm1", "ETTm2")
+ETT_URL = "https://raw.githubusercontent.com/zhouhaoyi/ETDataset/main/ETT-small/{name}.csv"
+# sha256 of the upstream ETT-small CSVs (17,420 hourly / 69,680 15-minute rows), as pinned
+# by tsdm (github.com/randolf-scholz/tsdm, src/tsdm/datasets/ett/ett.py; unchanged across
+# its versions). Not yet recomputed here: confirm on the first download with a network.
+ETT_SHA256 = {
+    "ETTh1": "f18de3ad269cef59bb07b5438d79bb3042d3be49bdeecf01c1cd6d29695ee066",
+    "ETTh2": "a3dc2c597b9218c7ce1cd55eb77b283fd459a1d09d753063f944967dd6b9218b",
+    "ETTm1": "6ce1759b1a18e3328421d5d75fadcb316c449fcd7cec32820c8dafda71986c9e",
+    "ETTm2": "db973ca252c6410a30d0469b13d696cf919648d0f3fd588c60f03fdbdbadd1fd",
+}
+_PINNED = object()          # default of load_ett(sha256=...): the ETT_SHA256 entry
+
+
+@dataclass(frozen=True, eq=False)
+class EttData:
+    """An ETT series, its standard (train, val, test) split and a scaler fitted on train."""
+
+    series: Series
+    train: Series
+    val: Series
+    test: Series
+    scaler: Standardizer
+
+
+def ett_borders(name: str, context: int = 0) -> tuple[tuple[int, int], ...]:
+    """Row ranges ``[lo, hi)`` of (train, val, test) in the standard ETT split.
+
+    12 / 4 / 4 months of 30 days: ETTh (hourly) train [0, 8640), val [8640 - context,
+    11520), test [11520 - context, 14400); ETTm (15-minute) four times those rows.
+    ``context`` starts val and test earlier so their first windows have a full input
+    history, as in `temporal_split`. These are ``border1s`` / ``border2s`` of
+    ``Dataset_ETT_hour`` / ``Dataset_ETT_minute`` in the Informer code
+    (zhouhaoyi/Informer2020, data/data_loader.py), kept by Autoformer and PatchTST,
+    with ``context = seq_len``.
+
+    >>> ett_borders("ETTh1", context=336)
+    ((0, 8640), (8304, 11520), (11184, 14400))
+    """
+    if name not in ETT_NAMES:
+        raise ValueError(f"unknown ETT dataset {name!r}; expected one of {', '.join(ETT_NAMES)}")
+    month = 30 * 24 * (4 if name.startswith("ETTm") else 1)
+    b1, b2, b3 = 12 * month, 16 * month, 20 * month
+    if not 0 <= context <= b1:
+        raise ValueError(f"context must be in [0, {b1}] (the training rows of {name}), got {context}")
+    return (0, b1), (b1 - context, b2), (b2 - context, b3)
+
+
+def _download(url: str, path: Path, sha256: str | None) -> None:
+    """Fetch ``url`` to ``path`` atomically: into a temporary file beside it, check, rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            try:
+                with urllib.request.urlopen(url, timeout=60) as response:
+                    out.write(response.read())
+            except (OSError, http.client.HTTPException) as err:   # URLError is an OSError
+                raise ConnectionError(f"could not download {url} ({err}); download it by hand "
+                                      f"into {path.parent}") from err
+        actual = sha256_of(tmp)
+        if sha256 is None:
+            print(f"sha256 of {path.name} is {actual}; pin it in ETT_SHA256")
+        elif actual != sha256:
+            raise ChecksumError(f"downloaded {url} has sha256 {actual}, expected {sha256}; nothing was "
+                                f"saved. Retry, or check the file and pass its sha256 (or sha256=None)")
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)     # gone already after a successful replace
+
+
+def load_ett(name: str, root, download: bool = True, *, context: int = 0,
+             sha256=_PINNED) -> EttData:
+    """An ETT benchmark series (ETTh1, ETTh2, ETTm1, ETTm2) with its standard split.
+
+    Reads ``root/{name}.csv`` (columns HUFL, HULL, MUFL, MULL, LUFL, LULL, OT), first
+    downloading it from `ETT_URL` when missing and ``download`` is true. The file is
+    checked against ``sha256`` (default: the pinned `ETT_SHA256` entry; ``None``
+    skips the check and prints the hash of a download). Split by rows as in the
+    Informer / Autoformer / PatchTST code: 12 / 4 / 4 months of 30 days (see
+    `ett_borders`); rows after month 20 are unused. The scaler is fitted on train only.
+    """
+    borders = ett_borders(name, context)
+    expected = ETT_SHA256[name] if sha256 is _PINNED else sha256
+    url, path = ETT_URL.format(name=name), Path(root) / f"{name}.csv"
+    if not path.is_file():
+        if not download:
+            raise FileNotFoundError(f"no {path.name} in {root}; download {url} into it, "
+                                    "or pass download=True")
+        _download(url, path, expected)
+    elif expected is not None:
+        verify_sha256(path, expected, remedy=f"delete it to download it again, or fetch {url} by hand")
+    series = load_csv(path, time_column="date", name=name)
+    need, step = borders[2][1], np.timedelta64(15 if name.startswith("ETTm") else 60, "m")
+    if len(series) < need:
+        raise ValueError(f"{path.name} has {len(series)} rows; the standard split needs {need} "
+                         "(20 months of 30 days): the file is truncated")
+    t = series.timestamps
+    bad = np.flatnonzero(np.diff(t[:need]) != step)
+    if bad.size:            # the split is by rows, so rows must be evenly spaced
+        i = bad[0] + 1
+        raise ValueError(f"{path.name} line {i + 2}: time {t[i]} follows {t[i - 1]}; expected one row "
+                         f"every {step} for {name}")
+    train, val, test = (Series(t[lo:hi], series.values[lo:hi], series.columns, name)
+                        for lo, hi in borders)
+    return EttData(series, train, val, test, Standardizer().fit(train.values))
 
 
 def make_windows(values, lookback: int, horizon: int, stride: int = 1):
