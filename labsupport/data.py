@@ -408,3 +408,49 @@ def patchify(x, patch_len: int, stride: int | None = None):
         return x[..., offset:].unfold(-1, patch_len, stride)              # (..., N, P)
     view = np.lib.stride_tricks.sliding_window_view(np.asarray(x)[..., offset:], patch_len, axis=-1)
     return view[..., ::stride, :]                                          # (..., N, P)
+
+
+# The book's forecasting task, kept by every section: 14 days of hourly demand in,
+# the next 24 hours out. Two weeks show the weekly cycle twice; a day ahead is the
+# horizon electricity operators plan on.
+LOOKBACK = 336
+HORIZON = 24
+
+
+@dataclass(frozen=True, eq=False)
+class ForecastTask:
+    """Scaled windows of the book's split: ``train``, ``val``, ``test`` are
+    ``(inputs (N, lookback, C), targets (N, horizon, C))`` float32 tensor pairs."""
+
+    train: tuple
+    val: tuple
+    test: tuple
+    scaler: Standardizer
+    columns: tuple
+    lookback: int
+    horizon: int
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{name} {len(getattr(self, name)[0])}" for name in ("train", "val", "test"))
+        return (f"ForecastTask({list(self.columns)}, lookback {self.lookback}, horizon {self.horizon}; "
+                f"windows: {sizes})")
+
+
+def book_task(*, lookback: int = LOOKBACK, horizon: int = HORIZON, columns=("demand_mw",),
+              train_stride: int = 1, eval_stride: int = 24, series: Series | None = None) -> ForecastTask:
+    """Windows of the book's task on the book's split, scaled with training statistics.
+
+    Validation and test windows start ``lookback`` steps before their part, so their
+    first targets begin exactly at its border, and move ``eval_stride`` steps apart
+    (24: one forecast per day, issued at midnight). ``series`` defaults to
+    `load_vic_elec`.
+    """
+    series = (load_vic_elec() if series is None else series).select(*columns)
+    train, val, test = temporal_split(series, context=lookback)
+    scaler = Standardizer().fit(train.values)
+
+    def windows(part, stride):
+        return make_windows(torch.from_numpy(scaler.transform(part.values)), lookback, horizon, stride)
+
+    return ForecastTask(windows(train, train_stride), windows(val, eval_stride), windows(test, eval_stride),
+                        scaler, tuple(columns), lookback, horizon)

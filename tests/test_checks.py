@@ -86,3 +86,71 @@ def test_split_heads():
     expect(checks.split_heads(lambda x, H: x.view(x.shape[0], x.shape[1], H, -1)), False, "shape (2, 3, 5, 4)")
     expect(checks.split_heads(lambda x, H: x.view(x.shape[0], x.shape[1], -1, H).permute(0, 3, 1, 2)),
            False, "head h at position t")
+
+
+# 12.2 The Transformer architecture
+
+def test_feed_forward():
+    right = lambda x, w1, b1, w2, b2: torch.relu(x @ w1.T + b1) @ w2.T + b2
+    expect(checks.feed_forward(right), True, "same MLP")
+    expect(checks.feed_forward(lambda x, w1, b1, w2, b2: (x @ w1.T + b1) @ w2.T + b2), False, "nonlinearity")
+    expect(checks.feed_forward(lambda x, w1, b1, w2, b2: torch.relu(x @ w1.T) @ w2.T), False, "biases")
+    expect(checks.feed_forward(lambda x, w1, b1, w2, b2: torch.relu(x @ w1.T + b1) @ w2.T), False, "second bias")
+    expect(checks.feed_forward(lambda x, w1, b1, w2, b2: torch.relu(x @ w1.T + b1).mean(1, keepdim=True)
+                               @ w2.T + b2 + 0 * x), False, "only on that position")
+    expect(checks.feed_forward(lambda x, w1, b1, w2, b2: x * 2), False, "(out_features, in_features)")
+
+
+def test_pre_norm_block():
+    expect(checks.pre_norm_block(lambda x, attn, ff, n1, n2: (lambda h: h + ff(n2(h)))(x + attn(n1(x)))),
+           True, "pre-norm")
+    expect(checks.pre_norm_block(lambda x, attn, ff, n1, n2: (lambda h: n2(h + ff(h)))(n1(x + attn(x)))),
+           False, "post-norm")
+    expect(checks.pre_norm_block(lambda x, attn, ff, n1, n2: ff(n2(attn(n1(x))))), False, "residual")
+    expect(checks.pre_norm_block(lambda x, attn, ff, n1, n2: (lambda h: h + ff(h))(x + attn(n1(x)))),
+           False, "norm2")
+    expect(checks.pre_norm_block(lambda x, attn, ff, n1, n2: x), False, "compute x = x + attn")
+
+
+def peeks_right(model, x, t):
+    y = x.clone()
+    y[:, t + 1:] += 1.0
+    return not torch.allclose(model(x)[:, : t + 1], model(y)[:, : t + 1])
+
+
+def test_peeks():
+    expect(checks.peeks(peeks_right), True, "catches")
+    expect(checks.peeks(lambda m, x, t: not peeks_right(m, x, t)), False, "inverted")
+    def compares_everything(model, x, t):
+        y = x.clone()
+        y[:, t + 1:] += 1.0
+        return not torch.allclose(model(x), model(y))
+    expect(checks.peeks(compares_everything), False, "compare only outputs up to t")
+    def perturbs_too_little(model, x, t):
+        y = x.clone()
+        y[:, -1:] *= 1.0
+        return not torch.allclose(model(x)[:, : t + 1], model(y)[:, : t + 1])
+    expect(checks.peeks(perturbs_too_little), False, "was not caught")
+    expect(checks.peeks(lambda m, x, t: torch.tensor(True)), False, "a bool")
+
+
+def test_seasonal_naive():
+    from labsupport.models import seasonal_naive
+    expect(checks.seasonal_naive(seasonal_naive), True, "repeats")
+    def off_by_one(x, period, horizon):
+        last = x[:, -period - 1:-1]
+        return last.repeat(1, -(-horizon // period), 1)[:, :horizon]
+    expect(checks.seasonal_naive(off_by_one), False, "off by one")
+    expect(checks.seasonal_naive(lambda x, p, h: x[:, -p:][:, :h]), False, "shape (2, 10, 1)")
+    expect(checks.seasonal_naive(lambda x, p, h: x[:, -h:] * 0), False, "tile the last period")
+
+
+def test_block_parameters():
+    from labsupport.layers import TransformerBlock
+    right = lambda d, h, f: 4 * (d * d + d) + 2 * d * f + f + d + 4 * d
+    assert right(64, 4, 128) == sum(p.numel() for p in TransformerBlock(64, 4, 128).parameters())
+    expect(checks.block_parameters(right), True, "independent of the heads")
+    expect(checks.block_parameters(lambda d, h, f: 4 * d * d + 2 * d * f + 4 * d), False, "bias")
+    expect(checks.block_parameters(lambda d, h, f: right(d, h, f) - 4 * d), False, "LayerNorm")
+    expect(checks.block_parameters(lambda d, h, f: right(d, h, f) + (h - 1) * 4 * (d * d + d)), False, "share")
+    expect(checks.block_parameters(lambda d, h, f: 7), False, "expected")
