@@ -1,0 +1,244 @@
+"""Forecasters: the baselines the Transformer is measured against.
+
+Every forecaster is built with keyword arguments ``lookback``, ``horizon``, ``channels``
+plus its own hyperparameters, and maps a window ``x (B, lookback, C)`` to a forecast
+``(B, horizon, C)``. Letters: B batch, L lookback, C channels, T horizon, H hidden.
+The recurrent and convolutional models stand in for Chapters 10 and 11.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .validation import check_positive_int, check_rank
+
+__all__ = ["check_window", "GRUForecaster", "CausalConv1d", "TemporalBlock", "TCNForecaster",
+           "MovingAverage", "LinearForecaster", "seasonal_naive"]
+
+
+def check_window(x, lookback: int, channels: int, name: str = "x") -> None:
+    """Raise unless ``x`` is a floating-point window shaped (B, lookback, channels)."""
+    legend = f"(B, {lookback}, {channels})"
+    check_rank(name, x, 3, legend)
+    if x.shape[1] != lookback or x.shape[2] != channels:
+        raise ValueError(f"{name} must be {legend}, got {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be floating point, got dtype {x.dtype}")
+
+
+def _check_dropout(p) -> float:
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout must be a number in [0, 1), got {p!r}")
+    return float(p)
+
+
+class GRUForecaster(nn.Module):
+    """Gated recurrent forecaster (Cho et al. 2014): a GRU reads the window, a linear head forecasts.
+
+    Math: ``h_t = GRU(x_t, h_{t-1})``; ``y = W h_L + b`` reshaped to (T, C).
+    Shapes: x (B, L, C) -> (B, T, C). ``dropout`` acts between GRU layers and before the head.
+
+    >>> GRUForecaster(lookback=24, horizon=6, channels=2)(torch.zeros(3, 24, 2)).shape
+    torch.Size([3, 6, 2])
+    """
+
+    def __init__(self, *, lookback: int, horizon: int, channels: int = 1, hidden: int = 64,
+                 layers: int = 1, dropout: float = 0.0):
+        super().__init__()
+        self.lookback = check_positive_int("lookback", lookback)
+        self.horizon = check_positive_int("horizon", horizon)
+        self.channels = check_positive_int("channels", channels)
+        check_positive_int("hidden", hidden)
+        check_positive_int("layers", layers)
+        dropout = _check_dropout(dropout)
+        # nn.GRU warns about dropout with one layer: there is no gap between layers to drop in.
+        self.gru = nn.GRU(channels, hidden, num_layers=layers, batch_first=True,
+                          dropout=dropout if layers > 1 else 0.0)
+        self.drop = nn.Dropout(dropout)
+        self.head = nn.Linear(hidden, horizon * channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_window(x, self.lookback, self.channels)
+        out, _ = self.gru(x)                                     # (B, L, H)
+        y = self.head(self.drop(out[:, -1]))                     # (B, T*C)
+        return y.view(x.shape[0], self.horizon, self.channels)   # (B, T, C)
+
+
+class CausalConv1d(nn.Conv1d):
+    """1-D convolution padded on the left only, so output t sees inputs <= t.
+
+    Math: ``y_t = sum_{i<k} W_i x_{t - i*dilation}`` (x_s = 0 for s < 0).
+    Shapes: x (B, C_in, L) -> (B, C_out, L).
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, dilation: int = 1):
+        super().__init__(in_channels, out_channels, kernel_size, dilation=dilation)
+        self.left_pad = (kernel_size - 1) * dilation
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(F.pad(x, (self.left_pad, 0)))   # (B, C_out, L)
+
+
+class TemporalBlock(nn.Module):
+    """Residual block of two dilated causal convolutions (Bai et al. 2018, without weight norm).
+
+    Math: ``y = relu(x' + drop(relu(conv2(drop(relu(conv1(x)))))))``, x' = x or a 1x1 conv of x.
+    Shapes: x (B, C_in, L) -> (B, C_out, L); receptive field ``1 + 2 (k - 1) dilation``.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, dilation: int,
+                 dropout: float = 0.0):
+        super().__init__()
+        self.conv1 = CausalConv1d(in_channels, out_channels, kernel_size, dilation)
+        self.conv2 = CausalConv1d(out_channels, out_channels, kernel_size, dilation)
+        self.drop = nn.Dropout(dropout)
+        self.skip = (nn.Identity() if in_channels == out_channels
+                     else nn.Conv1d(in_channels, out_channels, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.drop(F.relu(self.conv1(x)))    # (B, C_out, L)
+        h = self.drop(F.relu(self.conv2(h)))    # (B, C_out, L)
+        return F.relu(h + self.skip(x))         # (B, C_out, L)
+
+
+class TCNForecaster(nn.Module):
+    """Temporal convolutional forecaster (Bai et al. 2018): dilated causal residual blocks, linear head.
+
+    Math: receptive field ``R = 1 + 2 (k - 1) sum(dilations)`` (two convolutions per block);
+    by default dilations 1, 2, 4, ... are added until ``R >= lookback``.
+    Shapes: x (B, L, C) -> features (B, L, H) -> (B, T, C), the head reads the last step.
+
+    >>> tcn = TCNForecaster(lookback=48, horizon=12)
+    >>> tcn.dilations, tcn.receptive_field
+    ((1, 2, 4, 8), 61)
+    """
+
+    def __init__(self, *, lookback: int, horizon: int, channels: int = 1, hidden: int = 32,
+                 kernel_size: int = 3, dilations=None, dropout: float = 0.0):
+        super().__init__()
+        self.lookback = check_positive_int("lookback", lookback)
+        self.horizon = check_positive_int("horizon", horizon)
+        self.channels = check_positive_int("channels", channels)
+        check_positive_int("hidden", hidden)
+        self.kernel_size = check_positive_int("kernel_size", kernel_size)
+        if kernel_size < 2:
+            raise ValueError(f"kernel_size must be >= 2 for the receptive field to grow, got {kernel_size}")
+        dropout = _check_dropout(dropout)
+        if dilations is None:
+            dilations = [1]
+            while self._field(dilations) < lookback:
+                dilations.append(2 * dilations[-1])
+        else:
+            dilations = list(dilations)
+            if not dilations:
+                raise ValueError("dilations must be a non-empty sequence of positive ints, got []")
+            for d in dilations:
+                check_positive_int("each dilation", d)
+            if self._field(dilations) < lookback:
+                raise ValueError(f"dilations {tuple(dilations)} with kernel_size {kernel_size} give "
+                                 f"receptive field {self._field(dilations)} < lookback {lookback}")
+        self.dilations = tuple(dilations)
+        widths = [channels] + [hidden] * len(dilations)
+        self.blocks = nn.Sequential(*(TemporalBlock(widths[i], widths[i + 1], kernel_size, d, dropout)
+                                      for i, d in enumerate(dilations)))
+        self.head = nn.Linear(hidden, horizon * channels)
+
+    def _field(self, dilations) -> int:
+        return 1 + 2 * (self.kernel_size - 1) * sum(dilations)
+
+    @property
+    def receptive_field(self) -> int:
+        """How many past steps (the current one included) the last step's features see."""
+        return self._field(self.dilations)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """Causal features of every step: (B, L, C) -> (B, L, H)."""
+        check_window(x, self.lookback, self.channels)
+        h = self.blocks(x.transpose(1, 2))      # (B, H, L)
+        return h.transpose(1, 2)                # (B, L, H)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.head(self.features(x)[:, -1])                   # (B, T*C)
+        return y.view(x.shape[0], self.horizon, self.channels)   # (B, T, C)
+
+
+class MovingAverage(nn.Module):
+    """Centred moving average with edge replication: the trend of a series decomposition.
+
+    Math: ``trend_t = mean(x_{t-p}, ..., x_{t+p})``, k = 2p + 1, x repeated beyond both ends.
+    Shapes: x (B, L, C) -> (B, L, C).
+    """
+
+    def __init__(self, kernel_size: int):
+        super().__init__()
+        self.kernel_size = check_positive_int("kernel_size", kernel_size)
+        if kernel_size % 2 == 0:
+            raise ValueError(f"kernel_size must be odd so the average is centred, got {kernel_size}")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        p = (self.kernel_size - 1) // 2
+        h = F.pad(x.transpose(1, 2), (p, p), mode="replicate")   # (B, C, L + 2p)
+        h = F.avg_pool1d(h, self.kernel_size, stride=1)          # (B, C, L)
+        return h.transpose(1, 2)                                 # (B, L, C)
+
+
+class LinearForecaster(nn.Module):
+    """DLinear (Zeng et al. 2023): one linear map over time for the trend, one for the remainder.
+
+    Math: ``x = trend + season`` (trend = moving average); ``y = W_t trend + W_s season`` over time.
+    Shapes: x (B, L, C) -> (B, T, C). Channels are forecast independently, with weights
+    shared across channels, or one pair of maps per channel with ``individual=True``.
+
+    >>> LinearForecaster(lookback=48, horizon=12, channels=3)(torch.zeros(2, 48, 3)).shape
+    torch.Size([2, 12, 3])
+    """
+
+    def __init__(self, *, lookback: int, horizon: int, channels: int = 1, kernel_size: int = 25,
+                 individual: bool = False):
+        super().__init__()
+        self.lookback = check_positive_int("lookback", lookback)
+        self.horizon = check_positive_int("horizon", horizon)
+        self.channels = check_positive_int("channels", channels)
+        self.trend = MovingAverage(kernel_size)
+        self.individual = bool(individual)
+        n = channels if individual else 1
+        self.trend_maps = nn.ModuleList(nn.Linear(lookback, horizon) for _ in range(n))
+        self.season_maps = nn.ModuleList(nn.Linear(lookback, horizon) for _ in range(n))
+
+    def decompose(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Split x (B, L, C) into (trend, remainder), each (B, L, C), which sum to x."""
+        check_window(x, self.lookback, self.channels)
+        trend = self.trend(x)                   # (B, L, C)
+        return trend, x - trend
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        trend, season = (part.transpose(1, 2) for part in self.decompose(x))   # (B, C, L) each
+        if self.individual:
+            y = torch.stack([ft(trend[:, c]) + fs(season[:, c]) for c, (ft, fs)
+                             in enumerate(zip(self.trend_maps, self.season_maps))], dim=1)  # (B, C, T)
+        else:
+            y = self.trend_maps[0](trend) + self.season_maps[0](season)                      # (B, C, T)
+        return y.transpose(1, 2)                # (B, T, C)
+
+
+def seasonal_naive(x: torch.Tensor, period: int, horizon: int) -> torch.Tensor:
+    """Repeat the last ``period`` steps of x (B, L, C) to fill ``horizon`` steps: (B, T, C).
+
+    Math: ``y_t = x_{L - period + (t mod period)}``, t = 0 .. horizon - 1.
+
+    >>> seasonal_naive(torch.arange(6.).view(1, 6, 1), period=3, horizon=4).flatten().tolist()
+    [3.0, 4.0, 5.0, 3.0]
+    """
+    check_rank("x", x, 3, "(B, L, C)")
+    check_positive_int("period", period)
+    check_positive_int("horizon", horizon)
+    L = x.shape[1]
+    if period > L:
+        raise ValueError(f"period {period} > window length {L}; x must be (B, L >= {period}, C), "
+                         f"got {tuple(x.shape)}")
+    idx = L - period + torch.arange(horizon, device=x.device) % period   # (T,)
+    return x[:, idx]                                                    # (B, T, C)
+
+
+# PatchTransformer: added in a later change (it must validate its input with check_window).

@@ -1,0 +1,266 @@
+import warnings
+
+import pytest
+import torch
+
+from conftest import tol
+from labsupport.models import (CausalConv1d, GRUForecaster, LinearForecaster, MovingAverage,
+                               TCNForecaster, TemporalBlock, check_window, seasonal_naive)
+
+LOOKBACK, HORIZON = 48, 12
+MODELS = {
+    "gru": lambda **kw: GRUForecaster(hidden=32, **kw),
+    "tcn": lambda **kw: TCNForecaster(hidden=16, **kw),
+    "dlinear": lambda **kw: LinearForecaster(**kw),
+    "dlinear-individual": lambda **kw: LinearForecaster(individual=True, **kw),
+}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models gain nothing from threads, and threads contending on a busy machine cost 20x."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def build(name, channels=1):
+    return MODELS[name](lookback=LOOKBACK, horizon=HORIZON, channels=channels)
+
+
+def sine_batch(n=8, noise=0.1):
+    """n (window, target) pairs from one noisy sine of period 24: (n, 48, 1), (n, 12, 1)."""
+    g = torch.Generator().manual_seed(1)
+    t = torch.arange(LOOKBACK + HORIZON + 5 * n, dtype=torch.float32)
+    series = torch.sin(2 * torch.pi * t / 24) + noise * torch.randn(t.shape, generator=g)
+    windows = torch.stack([series[5 * i: 5 * i + LOOKBACK + HORIZON] for i in range(n)])  # (n, L+T)
+    return windows[:, :LOOKBACK, None], windows[:, LOOKBACK:, None]
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+@pytest.mark.parametrize("name", MODELS)
+def test_shapes(name, channels):
+    model = build(name, channels)
+    y = model(torch.randn(4, LOOKBACK, channels))
+    assert y.shape == (4, HORIZON, channels)
+    assert torch.isfinite(y).all()
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_overfits_a_tiny_batch(name):
+    # a hundredth of the start is below the noise variance (0.01): the batch is memorised
+    x, y = sine_batch()
+    model = build(name)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    start = torch.nn.functional.mse_loss(model(x), y).item()
+    for _ in range(300):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        if loss.item() < start / 100:
+            break
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < start / 100, f"{name}: loss {loss.item():.4f} from {start:.4f}"
+
+
+def test_forecasters_take_keyword_arguments_only():
+    for cls in (GRUForecaster, TCNForecaster, LinearForecaster):
+        with pytest.raises(TypeError):
+            cls(LOOKBACK, HORIZON)
+
+
+# --- TCN: causality and receptive field ---------------------------------------------------
+
+def changed_after(x, t):
+    """A copy of x (B, C, L) with every step after t replaced by fresh noise."""
+    x2 = x.clone()
+    x2[..., t + 1:] = torch.randn_like(x2[..., t + 1:])
+    return x2
+
+
+@pytest.mark.parametrize("layer", [CausalConv1d(2, 3, kernel_size=3, dilation=4),
+                                   TemporalBlock(2, 3, kernel_size=3, dilation=2)])
+def test_causal_layers_ignore_the_future(layer):
+    x, t = torch.randn(2, 2, 30), 17
+    y, y2 = layer(x), layer(changed_after(x, t))
+    assert y.shape == (2, 3, 30)
+    torch.testing.assert_close(y[..., :t + 1], y2[..., :t + 1], **tol(torch.float32))
+    assert not torch.allclose(y[..., t + 1:], y2[..., t + 1:])   # the future does reach later steps
+
+
+def test_tcn_features_ignore_the_future():
+    tcn, t = TCNForecaster(lookback=LOOKBACK, horizon=HORIZON, channels=2), 30
+    x = torch.randn(3, LOOKBACK, 2)
+    x2 = changed_after(x.transpose(1, 2), t).transpose(1, 2)
+    h, h2 = tcn.features(x), tcn.features(x2)
+    assert h.shape == (3, LOOKBACK, 32)
+    torch.testing.assert_close(h[:, :t + 1], h2[:, :t + 1], **tol(torch.float32))
+    assert not torch.allclose(h[:, t + 1:], h2[:, t + 1:])
+
+
+@pytest.mark.parametrize("lookback", [1, 5, 48, 336])
+def test_default_dilations_are_the_fewest_doublings_that_cover_the_lookback(lookback):
+    tcn = TCNForecaster(lookback=lookback, horizon=1)
+    d = tcn.dilations
+    assert d == tuple(2 ** i for i in range(len(d)))
+    assert tcn.receptive_field == 1 + 2 * 2 * sum(d) >= lookback
+    assert len(d) == 1 or 1 + 2 * 2 * sum(d[:-1]) < lookback
+
+
+def test_measured_receptive_field_matches_the_formula():
+    tcn = TCNForecaster(lookback=LOOKBACK, horizon=HORIZON, kernel_size=3).double()
+    assert tcn.receptive_field == 61
+    x = torch.randn(1, 1, 100, dtype=torch.float64, requires_grad=True)   # longer than the field
+    tcn.blocks(x)[..., -1].sum().backward()
+    reached = (x.grad[0, 0] != 0).nonzero().flatten()
+    assert reached.tolist() == list(range(100 - 61, 100))
+
+
+def test_explicit_dilations():
+    tcn = TCNForecaster(lookback=LOOKBACK, horizon=HORIZON, kernel_size=2, dilations=[1, 4, 32])
+    assert tcn.dilations == (1, 4, 32) and tcn.receptive_field == 1 + 2 * 1 * 37
+    with pytest.raises(ValueError, match=r"dilations \(1, 2\) with kernel_size 3 give receptive "
+                                         r"field 13 < lookback 48"):
+        TCNForecaster(lookback=LOOKBACK, horizon=HORIZON, dilations=(1, 2))
+    with pytest.raises(ValueError, match="each dilation must be a positive int, got 0"):
+        TCNForecaster(lookback=4, horizon=1, dilations=(1, 0, 4))
+    with pytest.raises(ValueError, match="non-empty"):
+        TCNForecaster(lookback=4, horizon=1, dilations=())
+
+
+# --- DLinear -----------------------------------------------------------------------------
+
+def test_decomposition_sums_back_to_the_input():
+    model = LinearForecaster(lookback=LOOKBACK, horizon=HORIZON, channels=3, kernel_size=7)
+    x = torch.randn(4, LOOKBACK, 3)
+    trend, season = model.decompose(x)
+    assert trend.shape == season.shape == x.shape
+    torch.testing.assert_close(trend + season, x, **tol(torch.float32))
+    assert not torch.allclose(trend, x)
+
+
+def test_moving_average_values():
+    ramp = torch.arange(10, dtype=torch.float64).view(1, 10, 1)
+    trend = MovingAverage(5)(ramp).flatten()
+    # interior: the average of a line is the line; edges: the end values are repeated
+    torch.testing.assert_close(trend[2:8], ramp.flatten()[2:8], **tol(torch.float64))
+    torch.testing.assert_close(trend[:2], torch.tensor([0.6, 1.2], dtype=torch.float64), **tol(torch.float64))
+    torch.testing.assert_close(trend[8:], torch.tensor([7.8, 8.4], dtype=torch.float64), **tol(torch.float64))
+
+
+@pytest.mark.parametrize("individual", [False, True])
+def test_dlinear_is_a_linear_map_of_the_trend_plus_one_of_the_remainder(individual):
+    model = LinearForecaster(lookback=LOOKBACK, horizon=HORIZON, channels=2, kernel_size=5,
+                             individual=individual)
+    x = torch.randn(3, LOOKBACK, 2)
+    trend, season = model.decompose(x)
+    for c in range(2):
+        ft, fs = (maps[c if individual else 0] for maps in (model.trend_maps, model.season_maps))
+        expected = (trend[..., c] @ ft.weight.T + ft.bias
+                    + season[..., c] @ fs.weight.T + fs.bias)          # (B, T)
+        torch.testing.assert_close(model(x)[..., c], expected, **tol(torch.float32))
+
+
+@pytest.mark.parametrize("individual", [False, True])
+def test_dlinear_channels_are_independent(individual):
+    model = LinearForecaster(lookback=LOOKBACK, horizon=HORIZON, channels=3, individual=individual)
+    x = torch.randn(2, LOOKBACK, 3)
+    x2 = x.clone()
+    x2[..., 1] = torch.randn(2, LOOKBACK)
+    y, y2 = model(x), model(x2)
+    torch.testing.assert_close(y[..., [0, 2]], y2[..., [0, 2]], **tol(torch.float32))
+    assert not torch.allclose(y[..., 1], y2[..., 1])
+
+
+def test_dlinear_shared_weights_treat_channels_alike_and_individual_ones_do_not():
+    x = torch.randn(2, LOOKBACK, 1).expand(2, LOOKBACK, 3)   # the same series in every channel
+    shared = LinearForecaster(lookback=LOOKBACK, horizon=HORIZON, channels=3)(x)
+    own = LinearForecaster(lookback=LOOKBACK, horizon=HORIZON, channels=3, individual=True)(x)
+    torch.testing.assert_close(shared[..., 0], shared[..., 2], **tol(torch.float32))
+    assert not torch.allclose(own[..., 0], own[..., 2])
+
+
+# --- seasonal naive ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("horizon, expected", [(2, [6, 7]), (4, [6, 7, 8, 9]),
+                                               (10, [6, 7, 8, 9, 6, 7, 8, 9, 6, 7])])
+def test_seasonal_naive_values(horizon, expected):
+    x = torch.stack([torch.arange(10.), 100 + torch.arange(10.)], dim=-1)[None]   # (1, 10, 2)
+    y = seasonal_naive(x, period=4, horizon=horizon)
+    assert y.shape == (1, horizon, 2)
+    assert y[0, :, 0].tolist() == expected
+    assert y[0, :, 1].tolist() == [100 + e for e in expected]
+
+
+def test_seasonal_naive_with_period_equal_to_the_window():
+    x = torch.randn(3, 5, 2)
+    torch.testing.assert_close(seasonal_naive(x, period=5, horizon=10), torch.cat([x, x], dim=1))
+
+
+def test_seasonal_naive_bad_inputs():
+    with pytest.raises(ValueError, match=r"period 11 > window length 10; .* got \(1, 10, 2\)"):
+        seasonal_naive(torch.zeros(1, 10, 2), period=11, horizon=3)
+    with pytest.raises(ValueError, match=r"x must be \(B, L, C\) \(3 dims\), got shape \(10, 2\)"):
+        seasonal_naive(torch.zeros(10, 2), period=4, horizon=3)
+    with pytest.raises(ValueError, match="period must be a positive int, got 0"):
+        seasonal_naive(torch.zeros(1, 10, 2), period=0, horizon=3)
+    with pytest.raises(ValueError, match="horizon must be a positive int, got 2.5"):
+        seasonal_naive(torch.zeros(1, 10, 2), period=4, horizon=2.5)
+
+
+# --- validation ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", MODELS)
+def test_bad_windows_are_rejected_naming_the_shapes(name):
+    model = build(name)
+    with pytest.raises(ValueError, match=r"x must be \(B, 48, 1\), got \(4, 47, 1\)"):
+        model(torch.randn(4, 47, 1))
+    with pytest.raises(ValueError, match=r"x must be \(B, 48, 1\), got \(4, 48, 3\)"):
+        model(torch.randn(4, 48, 3))
+    with pytest.raises(ValueError, match=r"x must be \(B, 48, 1\) \(3 dims\), got shape \(48, 1\)"):
+        model(torch.randn(48, 1))
+    with pytest.raises(TypeError, match="x must be floating point, got dtype torch.int64"):
+        model(torch.zeros(4, 48, 1, dtype=torch.long))
+
+
+def test_check_window_accepts_a_good_window():
+    check_window(torch.zeros(2, 336, 7), lookback=336, channels=7)
+    with pytest.raises(ValueError, match=r"window must be \(B, 336, 1\), got \(8, 335, 1\)"):
+        check_window(torch.zeros(8, 335, 1), 336, 1, name="window")
+
+
+@pytest.mark.parametrize("cls", [GRUForecaster, TCNForecaster, LinearForecaster])
+@pytest.mark.parametrize("arg, value", [("lookback", 0), ("horizon", -1), ("channels", 2.0),
+                                        ("channels", True)])
+def test_bad_common_arguments(cls, arg, value):
+    kwargs = dict(lookback=LOOKBACK, horizon=HORIZON, channels=1) | {arg: value}
+    with pytest.raises(ValueError, match=f"{arg} must be a positive int, got {value!r}"):
+        cls(**kwargs)
+
+
+def test_bad_model_arguments():
+    common = dict(lookback=LOOKBACK, horizon=HORIZON)
+    with pytest.raises(ValueError, match="hidden must be a positive int, got 0"):
+        GRUForecaster(hidden=0, **common)
+    with pytest.raises(ValueError, match="layers must be a positive int, got 0"):
+        GRUForecaster(layers=0, **common)
+    with pytest.raises(ValueError, match=r"dropout must be a number in \[0, 1\), got 1.0"):
+        GRUForecaster(dropout=1.0, **common)
+    with pytest.raises(ValueError, match=r"dropout must be a number in \[0, 1\), got -0.1"):
+        TCNForecaster(dropout=-0.1, **common)
+    with pytest.raises(ValueError, match="kernel_size must be >= 2"):
+        TCNForecaster(kernel_size=1, **common)
+    with pytest.raises(ValueError, match="kernel_size must be odd so the average is centred, got 24"):
+        LinearForecaster(kernel_size=24, **common)
+
+
+def test_gru_dropout_with_one_layer_does_not_warn_and_acts_only_in_training():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = GRUForecaster(lookback=LOOKBACK, horizon=HORIZON, dropout=0.5)
+    x = torch.randn(2, LOOKBACK, 1)
+    model.eval()
+    torch.testing.assert_close(model(x), model(x))
+    model.train()
+    assert not torch.allclose(model(x), model(x))
