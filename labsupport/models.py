@@ -1,4 +1,4 @@
-"""Forecasters: the baselines the Transformer is measured against.
+"""Forecasters: the book's patch Transformer and the baselines it is measured against.
 
 Every forecaster is built with keyword arguments ``lookback``, ``horizon``, ``channels``
 plus its own hyperparameters, and maps a window ``x (B, lookback, C)`` to a forecast
@@ -11,10 +11,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .data import patchify
+from .layers import TransformerEncoder
+from .positional import make_positional_encoding
 from .validation import check_positive_int, check_rank
 
 __all__ = ["check_window", "GRUForecaster", "CausalConv1d", "TemporalBlock", "TCNForecaster",
-           "MovingAverage", "LinearForecaster", "seasonal_naive"]
+           "MovingAverage", "LinearForecaster", "seasonal_naive", "InstanceNorm", "PatchTransformer"]
 
 
 def check_window(x, lookback: int, channels: int, name: str = "x") -> None:
@@ -241,4 +244,96 @@ def seasonal_naive(x: torch.Tensor, period: int, horizon: int) -> torch.Tensor:
     return x[:, idx]                                                    # (B, T, C)
 
 
-# PatchTransformer: added in a later change (it must validate its input with check_window).
+class InstanceNorm(nn.Module):
+    """RevIN (Kim et al., 2022): normalise each window and channel by its own mean and
+    standard deviation, with a learned per-channel scale and shift, and undo it on the
+    forecast, so the model sees shapes rather than levels.
+
+    Math: ``z = (x - mean_t x) / std_t x * w + b``; ``y = (z_out - b) / w * std + mean``.
+    """
+
+    def __init__(self, channels: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(channels))
+        self.bias = nn.Parameter(torch.zeros(channels))
+
+    def normalise(self, x):                                     # x (B, L, C)
+        mean = x.mean(dim=1, keepdim=True)                      # (B, 1, C)
+        std = (x.var(dim=1, keepdim=True, unbiased=False) + self.eps).sqrt()
+        return (x - mean) / std * self.weight + self.bias, (mean, std)
+
+    def denormalise(self, y, stats):                            # y (B, T, C)
+        mean, std = stats
+        return (y - self.bias) / (self.weight + self.eps) * std + mean
+
+
+class PatchTransformer(nn.Module):
+    """The book's forecaster: patches of the window are tokens for a causal Transformer
+    encoder, and a linear head reads the forecast off the last token (after PatchTST,
+    Nie et al. 2023).
+
+    Steps: 1. instance-normalise each channel (RevIN, optional); 2. fold the channels
+    into the batch (channel independence, shared weights); 3. cut each channel into
+    patches and embed them linearly; 4. add the positional encoding; 5. run the
+    encoder, causal by default; 6. map the last token (``head="last"``) or all tokens
+    (``head="flatten"``, as PatchTST) to the horizon; 7. undo the normalisation.
+    Shapes: x (B, L, C) -> (B, T, C), T = horizon.
+
+    With the last-token head the model also reads windows of other lengths
+    ``L = patch_len + k * stride`` (used in Section 12.3 to test extrapolation),
+    as far as its positional encoding allows.
+    """
+
+    def __init__(self, *, lookback: int, horizon: int, channels: int = 1, patch_len: int = 24,
+                 stride: int = 12, d_model: int = 64, n_heads: int = 4, n_layers: int = 2,
+                 d_ff: int = 128, dropout: float = 0.1, pos_encoding: str = "learned",
+                 kernel="sdpa", causal: bool = True, revin: bool = True, norm_first: bool = True,
+                 head: str = "last"):
+        super().__init__()
+        for name, value in (("lookback", lookback), ("horizon", horizon), ("channels", channels),
+                            ("patch_len", patch_len), ("stride", stride)):
+            check_positive_int(name, value)
+        if lookback < patch_len or (lookback - patch_len) % stride:
+            raise ValueError(f"lookback {lookback} does not split into patches of {patch_len} "
+                             f"with stride {stride}: need lookback = {patch_len} + k * {stride}")
+        if head not in ("last", "flatten"):
+            raise ValueError(f"head must be 'last' or 'flatten', got {head!r}")
+        self.lookback, self.horizon, self.channels = lookback, horizon, channels
+        self.patch_len, self.stride, self.causal, self.head_kind = patch_len, stride, causal, head
+        self.n_patches = (lookback - patch_len) // stride + 1
+        self.revin = InstanceNorm(channels) if revin else None
+        self.embed = nn.Linear(patch_len, d_model)
+        self.position = make_positional_encoding(pos_encoding, d_model=d_model, max_len=self.n_patches)
+        self.encoder = TransformerEncoder(d_model, n_heads, n_layers, d_ff, dropout,
+                                          norm_first=norm_first, kernel=kernel)
+        width = d_model if head == "last" else self.n_patches * d_model
+        self.head = nn.Linear(width, horizon)
+
+    def _check(self, x):
+        """The window must be (B, lookback, C); the last-token head also reads other
+        lengths that split into whole patches."""
+        L = x.shape[1] if isinstance(x, torch.Tensor) and x.dim() == 3 else self.lookback
+        fits = L >= self.patch_len and (L - self.patch_len) % self.stride == 0
+        check_window(x, L if fits and self.head_kind == "last" else self.lookback, self.channels)
+
+    def encode(self, tokens, *, return_weights=False):
+        """Positional encoding and encoder: (N, P_tokens, d_model) -> same shape."""
+        return self.encoder(self.position(tokens), is_causal=self.causal, return_weights=return_weights)
+
+    def forward(self, x, *, return_weights=False):
+        self._check(x)
+        B, L, C = x.shape
+        stats = None
+        if self.revin is not None:
+            x, stats = self.revin.normalise(x)                        # (B, L, C)
+        series = x.transpose(1, 2).reshape(B * C, L)                   # (B*C, L): channels apart
+        tokens = self.embed(patchify(series, self.patch_len, self.stride))   # (B*C, N, d_model)
+        encoded = self.encode(tokens, return_weights=return_weights)
+        if return_weights:
+            encoded, weights = encoded
+        features = encoded[:, -1] if self.head_kind == "last" else encoded.flatten(1)
+        y = self.head(features).view(B, C, self.horizon).transpose(1, 2)   # (B, T, C)
+        if stats is not None:
+            y = self.revin.denormalise(y, stats)
+        return (y, weights) if return_weights else y

@@ -4,8 +4,10 @@ import pytest
 import torch
 
 from conftest import tol
+from labsupport.data import patchify
 from labsupport.models import (CausalConv1d, GRUForecaster, LinearForecaster, MovingAverage,
-                               TCNForecaster, TemporalBlock, check_window, seasonal_naive)
+                               PatchTransformer, TCNForecaster, TemporalBlock, check_window,
+                               seasonal_naive)
 
 LOOKBACK, HORIZON = 48, 12
 MODELS = {
@@ -13,6 +15,10 @@ MODELS = {
     "tcn": lambda **kw: TCNForecaster(hidden=16, **kw),
     "dlinear": lambda **kw: LinearForecaster(**kw),
     "dlinear-individual": lambda **kw: LinearForecaster(individual=True, **kw),
+    "patch": lambda **kw: PatchTransformer(patch_len=8, stride=4, d_model=32, n_heads=4, n_layers=2,
+                                           d_ff=64, dropout=0.0, **kw),
+    "patch-flatten": lambda **kw: PatchTransformer(patch_len=8, stride=8, d_model=16, n_heads=2,
+                                                   n_layers=1, dropout=0.0, head="flatten", **kw),
 }
 
 
@@ -264,3 +270,64 @@ def test_gru_dropout_with_one_layer_does_not_warn_and_acts_only_in_training():
     torch.testing.assert_close(model(x), model(x))
     model.train()
     assert not torch.allclose(model(x), model(x))
+
+
+# PatchTransformer
+
+def test_patch_transformer_encoder_never_peeks():
+    model = build("patch").eval()
+    tokens = torch.randn(2, model.n_patches, 32)
+    for t in (0, 4, 9):
+        later = tokens.clone()
+        later[:, t + 1:] += torch.randn_like(later[:, t + 1:])
+        a, b = model.encode(tokens), model.encode(later)
+        torch.testing.assert_close(a[:, : t + 1], b[:, : t + 1])
+        assert not torch.allclose(a[:, t + 1:], b[:, t + 1:])
+
+
+def test_patch_transformer_without_revin_never_reads_past_a_patch_border():
+    model = PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, patch_len=8, stride=8, revin=False,
+                             dropout=0.0).eval()
+    x = torch.randn(2, LOOKBACK, 1)
+    later = x.clone()
+    later[:, 24:] += 1.0                                  # patches 3..5 change, patches 0..2 do not
+    states = [model.encode(model.embed(patchify(v[..., 0], 8, 8))) for v in (x, later)]
+    torch.testing.assert_close(states[0][:, :3], states[1][:, :3])
+
+
+def test_patch_transformer_channels_are_independent_with_shared_weights():
+    model = build("patch", channels=2).eval()
+    x = torch.randn(3, LOOKBACK, 2)
+    other = x.clone()
+    other[..., 1] = torch.randn(3, LOOKBACK)
+    torch.testing.assert_close(model(x)[..., 0], model(other)[..., 0])
+    swapped = x.flip(-1)
+    torch.testing.assert_close(model(swapped), model(x).flip(-1), atol=1e-5, rtol=1e-5)
+
+
+def test_patch_transformer_instance_norm_follows_level_and_scale():
+    model = build("patch").eval()
+    x = torch.randn(2, LOOKBACK, 1)
+    torch.testing.assert_close(model(3.0 * x + 7.0), 3.0 * model(x) + 7.0, atol=1e-4, rtol=1e-4)
+
+
+def test_patch_transformer_lengths_and_weights():
+    model = build("patch").eval()
+    assert model.n_patches == (LOOKBACK - 8) // 4 + 1
+    with pytest.raises(ValueError, match=r"lookback 50 does not split into patches of 8 with stride 4"):
+        PatchTransformer(lookback=50, horizon=HORIZON, patch_len=8, stride=4)
+    with pytest.raises(ValueError, match=r"x must be \(B, 48, 1\), got \(2, 47, 1\)"):
+        model(torch.randn(2, 47, 1))
+    with pytest.raises(ValueError, match="longer than the learned table's max_len 11"):
+        model(torch.randn(2, 52, 1))
+    sinusoidal = PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, patch_len=8, stride=4,
+                                  pos_encoding="sinusoidal")
+    assert sinusoidal(torch.randn(2, 96, 1)).shape == (2, HORIZON, 1)     # a longer window reads fine
+    with pytest.raises(ValueError, match=r"x must be \(B, 48, 1\)"):
+        build("patch-flatten")(torch.randn(2, 56, 1))
+    y, weights = model(torch.randn(2, LOOKBACK, 1), return_weights=True)
+    assert y.shape == (2, HORIZON, 1) and len(weights) == 2 and weights[0].shape == (2, 4, 11, 11)
+    with pytest.raises(ValueError, match="pos_encoding must be one of"):
+        PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, pos_encoding="rotary")
+    with pytest.raises(ValueError, match="head must be 'last' or 'flatten'"):
+        PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, head="mean")
