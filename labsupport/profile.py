@@ -23,10 +23,15 @@ PRESETS = {
         # 12.1 self-attention
         "bottleneck_steps": 300,             # training steps of the recall demo
         "bill_lengths": (2048, 4096, 8192, 16384),
+        # 12.2 the Transformer block and the book's forecaster
+        "forecaster_epochs": 10,
+        "train_stride": 2,                   # every 2nd training window per epoch
     },
     "gpu": {
         "bottleneck_steps": 1500,
         "bill_lengths": (4096, 8192, 16384, 32768, 65536),
+        "forecaster_epochs": 30,
+        "train_stride": 1,
     },
 }
 

@@ -97,3 +97,21 @@ def test_setup_cell_installs_on_colab_and_does_nothing_locally():
     assert install[1:5] == ["-m", "pip", "install", "-q"] and install[-2:] == ["-e", "/content/ch12"]
     with pytest.raises(ModuleNotFoundError, match="pip install -e"):
         run_setup_cell(source, installed=False, colab=False)
+
+
+@pytest.mark.parametrize("path", [*NOTEBOOKS, ROOT / "intro.md"], ids=lambda p: p.stem)
+def test_citations_use_the_pages_own_key_prefix_and_exist(path):
+    """Each page has its own bibliography; sphinxcontrib-bibtex needs a key prefix per
+    page (:keyprefix:) to list the same work on several pages."""
+    if path.suffix == ".ipynb":
+        text = "\n".join(c.source for c in read(path).cells if c.cell_type == "markdown")
+    else:
+        text = path.read_text()
+    prefixes = re.findall(r":keyprefix: (\S+)", text)
+    assert len(prefixes) == 1, "one bibliography with a :keyprefix: per page"
+    bib = set(re.findall(r"@\w+\{([^,]+),", (ROOT / "references.bib").read_text()))
+    keys = [k.strip() for group in re.findall(r"\{cite:\w+\}`([^`]+)`", text) for k in group.split(",")]
+    assert keys, "cite at least one reference"
+    for key in keys:
+        assert key.startswith(prefixes[0]), f"{key} lacks the page's prefix {prefixes[0]}"
+        assert key[len(prefixes[0]):] in bib, f"{key} is not in references.bib"
