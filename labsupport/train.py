@@ -65,10 +65,9 @@ class History:
         return statistics.median(self.epoch_seconds)
 
     def __str__(self) -> str:
-        stop = "stopped early" if self.stopped_early else "ran all epochs"
-        return (f"{len(self.train_loss)} epochs ({stop}), best validation MSE "
-                f"{self.best_val_loss:.4f} at epoch {self.best_epoch + 1}, "
-                f"{self.seconds_per_epoch:.2f} s/epoch")
+        stop = ", stopped early" if self.stopped_early else ""
+        return (f"{len(self.train_loss)} epochs{stop}; best val MSE {self.best_val_loss:.4f} "
+                f"(epoch {self.best_epoch + 1}); {self.seconds_per_epoch:.2f} s/epoch")
 
 
 def _batches(n: int, batch_size: int, generator=None):

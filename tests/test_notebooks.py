@@ -60,7 +60,11 @@ def test_setup_cell_and_repository_setting(path):
 def test_exercises_have_solutions_and_self_checks(path):
     nb = read(path)
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    exercises = re.findall(r"```\{exercise\}[^\n]*\n:label: (\S+)", text)
+    section = re.match(r"(\d+)_(\d+)_", path.name)
+    numbered = re.findall(r"```\{exercise\} (\S+) [^\n]*\n:label: (\S+)\n:nonumber:", text)
+    exercises = [label for _, label in numbered]
+    if section:                       # 12.2.1, 12.2.2, ...: numbered within the section
+        assert [n for n, _ in numbered] == [f"{section[1]}.{section[2]}.{i}" for i in range(1, len(numbered) + 1)]
     solutions = re.findall(r"```\{solution-start\} (\S+)", text)
     assert 2 <= len(exercises) <= 5 and sorted(exercises) == sorted(solutions)
     for i, cell in enumerate(nb.cells):

@@ -26,7 +26,7 @@ def test_fit_learns_and_records():
                   patience=30, progress=False)
     assert len(history.train_loss) == len(history.val_loss) == len(history.epoch_seconds) == 30
     assert history.train_loss[-1] < 0.1 * history.train_loss[0]
-    assert history.seconds_per_epoch > 0 and "best validation MSE" in str(history)
+    assert history.seconds_per_epoch > 0 and "best val MSE" in str(history)
 
 
 def test_early_stopping_restores_the_best_weights():
