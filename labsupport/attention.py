@@ -44,25 +44,29 @@ def _allowed(mask, is_causal: bool, L: int, S: int, device) -> torch.Tensor | No
     return causal if mask is None else mask & causal
 
 
-def naive_attention(q, k, v, *, mask=None, is_causal=False, scale=None, dropout_p=0.0,
+def naive_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=None, dropout_p=0.0,
                     return_weights=False):
     """Textbook scaled dot-product attention with the explicit ``L x S`` score matrix.
 
-    Math: ``softmax(Q K^T * scale, masked to -inf where not allowed) V``, ``scale = 1/sqrt(D)``.
+    Math: ``softmax(Q K^T * scale + bias, masked to -inf where not allowed) V``, ``scale = 1/sqrt(D)``.
     Cost: time O(L S D); memory O(L S): the scores and weights are materialised.
     Shapes: q (..., L, D), k (..., S, D), v (..., S, Dv) -> out (..., L, Dv),
     and with ``return_weights`` also the weights (..., L, S).
     A query with no allowed key gets weights of zero (and an output of zero), as SDPA does.
-    ``dropout_p`` drops attention weights (pass 0.0 in evaluation, as for SDPA).
+    ``bias``: an optional float tensor broadcastable to (..., L, S), added to the
+    scaled scores (ALiBi and relative position biases); ``dropout_p`` drops
+    attention weights (pass 0.0 in evaluation, as for SDPA).
 
     >>> q = k = v = torch.ones(1, 1, 2, 4)
     >>> naive_attention(q, k, v, is_causal=True).shape
     torch.Size([1, 1, 2, 4])
     """
-    check_attention_inputs(q, k, v, mask)
+    check_attention_inputs(q, k, v, mask, bias)
     L, S = q.shape[-2], k.shape[-2]
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     scores = (q @ k.transpose(-2, -1)) * scale                      # (..., L, S)
+    if bias is not None:
+        scores = scores + bias
     allowed = _allowed(mask, is_causal, L, S, q.device)
     if allowed is not None:
         scores = scores.masked_fill(~allowed, float("-inf"))
@@ -93,18 +97,25 @@ def _backend_context(backend: str | None):
     return sdpa_kernel(getattr(SDPBackend, _BACKENDS[backend]))
 
 
-def sdpa(q, k, v, *, mask=None, is_causal=False, scale=None, dropout_p=0.0, backend=None):
+def sdpa(q, k, v, *, mask=None, is_causal=False, scale=None, bias=None, dropout_p=0.0, backend=None):
     """``F.scaled_dot_product_attention``, optionally forced to one backend.
 
     Math: the same function as `naive_attention`.
     Cost: time O(L S D); memory O(L S) on the math backend, O(L) on the fused
     ``flash``/``efficient`` backends (which never store the score matrix).
     Shapes: q (..., L, D), k (..., S, D), v (..., S, Dv) -> (..., L, Dv).
+    ``bias`` (float, broadcastable to (..., L, S)) is added to the scaled scores;
+    SDPA takes it as a float ``attn_mask``, into which a boolean mask and causality are
+    folded as -inf.
     ``backend``: None (PyTorch chooses), "math", "flash", "efficient" or "cudnn";
     a backend that cannot run these inputs on this device raises ``RuntimeError``.
     """
-    check_attention_inputs(q, k, v, mask)
-    if mask is not None and is_causal:                              # SDPA takes one or the other
+    check_attention_inputs(q, k, v, mask, bias)
+    if bias is not None:                                            # one additive float mask
+        allowed = _allowed(mask, is_causal, q.shape[-2], k.shape[-2], q.device)
+        mask = bias if allowed is None else bias.masked_fill(~allowed, float("-inf"))
+        is_causal = False
+    elif mask is not None and is_causal:                            # SDPA takes one or the other
         mask, is_causal = _allowed(mask, True, q.shape[-2], k.shape[-2], q.device), False
     with _backend_context(backend):
         return F.scaled_dot_product_attention(

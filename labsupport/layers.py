@@ -23,8 +23,12 @@ class MultiHeadAttention(nn.Module):
     Shapes: x (B, L, d_model), context (B, S, d_model) (default: x) -> (B, L, d_model).
 
     ``kernel`` is a name in `labsupport.attention.KERNELS` (``"sdpa"``, ``"naive"``, ...)
-    or a callable with the kernel signature. ``return_weights=True`` computes the
-    weights (B, H, L, S) explicitly with `naive_attention`, whatever the kernel.
+    or a callable with the kernel signature. ``position`` is an optional
+    `labsupport.positional.AttentionPosition` (RoPE, ALiBi, T5 or Transformer-XL
+    relative positions) applied to every head; ``positions`` (L,) or (B, L) and
+    ``key_positions`` then give the tokens' positions (default: indices, queries last).
+    ``return_weights=True`` computes the weights (B, H, L, S) explicitly with
+    `naive_attention`, whatever the kernel.
 
     >>> mha = MultiHeadAttention(d_model=8, n_heads=2)
     >>> mha(torch.zeros(3, 5, 8)).shape
@@ -32,7 +36,7 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, *, kernel="sdpa", dropout: float = 0.0,
-                 bias: bool = True):
+                 bias: bool = True, position=None):
         super().__init__()
         check_positive_int("d_model", d_model)
         check_positive_int("n_heads", n_heads)
@@ -41,7 +45,13 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
         self.kernel = get_kernel(kernel)
         self.dropout = dropout
-        self._kernel_takes_dropout = "dropout_p" in inspect.signature(self.kernel).parameters
+        takes = inspect.signature(self.kernel).parameters
+        self._kernel_takes_dropout = "dropout_p" in takes
+        if position is not None and position.needs_bias and "bias" not in takes:
+            raise ValueError(f"{type(position).__name__} adds a bias to the scores, which kernel "
+                             f"{getattr(self.kernel, '__name__', kernel)!r} cannot take; use naive, sdpa "
+                             "or flash, or a rotary encoding")
+        self.position = position
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -57,7 +67,8 @@ class MultiHeadAttention(nn.Module):
         B, H, L, hd = x.shape
         return x.transpose(1, 2).reshape(B, L, H * hd)                       # (B, L, d_model)
 
-    def forward(self, x, context=None, *, mask=None, is_causal=False, return_weights=False):
+    def forward(self, x, context=None, *, mask=None, is_causal=False, positions=None,
+                key_positions=None, return_weights=False):
         check_rank("x", x, 3, "(B, L, d_model)")
         context = x if context is None else context
         check_rank("context", context, 3, "(B, S, d_model)")
@@ -67,14 +78,33 @@ class MultiHeadAttention(nn.Module):
         q = self.split_heads(self.q_proj(x))                                 # (B, H, L, hd)
         k = self.split_heads(self.k_proj(context))                           # (B, H, S, hd)
         v = self.split_heads(self.v_proj(context))                           # (B, H, S, hd)
+        extra = {}
+        if self.position is not None:
+            q_pos, k_pos = self._positions(x.shape[1], context.shape[1], positions, key_positions,
+                                           x.device, context is x)
+            q, k = self.position.rotate(q, k, q_pos, k_pos)
+            score_bias = self.position.bias(q, k, q_pos, k_pos)
+            if score_bias is not None:
+                extra["bias"] = score_bias
         p = self.dropout if self.training else 0.0
         if return_weights:
             out, weights = naive_attention(q, k, v, mask=mask, is_causal=is_causal,
-                                           dropout_p=p, return_weights=True)
+                                           dropout_p=p, return_weights=True, **extra)
             return self.out_proj(self.merge_heads(out)), weights
-        extra = {"dropout_p": p} if self._kernel_takes_dropout else {}
+        if self._kernel_takes_dropout:
+            extra["dropout_p"] = p
         out = self.kernel(q, k, v, mask=mask, is_causal=is_causal, **extra)  # (B, H, L, hd)
         return self.out_proj(self.merge_heads(out))                          # (B, L, d_model)
+
+    @staticmethod
+    def _positions(L, S, positions, key_positions, device, self_attention):
+        """Query and key positions: given, else indices with the queries last."""
+        if key_positions is None:
+            key_positions = positions if (self_attention and positions is not None) \
+                else torch.arange(S, device=device)
+        if positions is None:
+            positions = torch.arange(S - L, S, device=device)
+        return positions, key_positions
 
     @torch.no_grad()
     def load_torch_weights(self, mha: nn.MultiheadAttention) -> "MultiHeadAttention":
@@ -146,21 +176,22 @@ class TransformerBlock(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int | None = None, dropout: float = 0.0, *,
                  norm_first: bool = True, kernel="sdpa", activation: str = "relu",
-                 residual: bool = True, layer_norm: bool = True, eps: float = 1e-5):
+                 residual: bool = True, layer_norm: bool = True, eps: float = 1e-5, position=None):
         super().__init__()
         d_ff = 4 * d_model if d_ff is None else d_ff
-        self.attn = MultiHeadAttention(d_model, n_heads, kernel=kernel, dropout=dropout)
+        self.attn = MultiHeadAttention(d_model, n_heads, kernel=kernel, dropout=dropout, position=position)
         self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation)
         self.norm1 = nn.LayerNorm(d_model, eps=eps) if layer_norm else nn.Identity()
         self.norm2 = nn.LayerNorm(d_model, eps=eps) if layer_norm else nn.Identity()
         self.drop1, self.drop2 = nn.Dropout(dropout), nn.Dropout(dropout)
         self.norm_first, self.residual = norm_first, residual
 
-    def forward(self, x, *, mask=None, is_causal=False, return_weights=False):
+    def forward(self, x, *, mask=None, is_causal=False, positions=None, return_weights=False):
         found = {}
 
         def attend(h):
-            out = self.attn(h, mask=mask, is_causal=is_causal, return_weights=return_weights)
+            out = self.attn(h, mask=mask, is_causal=is_causal, positions=positions,
+                            return_weights=return_weights)
             if return_weights:
                 out, found["weights"] = out
             return out
@@ -185,7 +216,8 @@ class TransformerEncoder(nn.Module):
     """A stack of `TransformerBlock` s; pre-norm stacks end with a final LayerNorm.
 
     Shapes: x (B, L, d_model) -> (B, L, d_model); with ``return_weights`` also a list
-    of per-layer weights (B, H, L, L).
+    of per-layer weights (B, H, L, L). An in-attention ``position`` module is shared
+    by every layer (as in T5).
     """
 
     def __init__(self, d_model: int, n_heads: int, n_layers: int, d_ff: int | None = None,
@@ -198,10 +230,11 @@ class TransformerEncoder(nn.Module):
         final_norm = norm_first and block_options.get("layer_norm", True)
         self.norm = nn.LayerNorm(d_model) if final_norm else nn.Identity()
 
-    def forward(self, x, *, mask=None, is_causal=False, return_weights=False):
+    def forward(self, x, *, mask=None, is_causal=False, positions=None, return_weights=False):
         all_weights = []
         for layer in self.layers:
-            x = layer(x, mask=mask, is_causal=is_causal, return_weights=return_weights)
+            x = layer(x, mask=mask, is_causal=is_causal, positions=positions,
+                      return_weights=return_weights)
             if return_weights:
                 x, w = x
                 all_weights.append(w)

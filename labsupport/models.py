@@ -13,7 +13,7 @@ from torch import nn
 
 from .data import patchify
 from .layers import TransformerEncoder
-from .positional import make_positional_encoding
+from .positional import make_attention_position, make_positional_encoding
 from .validation import check_positive_int, check_rank
 
 __all__ = ["check_window", "GRUForecaster", "CausalConv1d", "TemporalBlock", "TCNForecaster",
@@ -275,21 +275,29 @@ class PatchTransformer(nn.Module):
 
     Steps: 1. instance-normalise each channel (RevIN, optional); 2. fold the channels
     into the batch (channel independence, shared weights); 3. cut each channel into
-    patches and embed them linearly; 4. add the positional encoding; 5. run the
-    encoder, causal by default; 6. map the last token (``head="last"``) or all tokens
-    (``head="flatten"``, as PatchTST) to the horizon; 7. undo the normalisation.
+    patches and embed them linearly; 4. add the positional encoding and, optionally,
+    calendar features; 5. run the encoder, causal by default; 6. map the last token
+    (``head="last"``) or all tokens (``head="flatten"``, as PatchTST) to the horizon;
+    7. undo the normalisation.
     Shapes: x (B, L, C) -> (B, T, C), T = horizon.
 
+    ``pos_encoding``: ``none``, ``sinusoidal``, ``learned``, ``time2vec`` (added to the
+    tokens) or ``rope``, ``alibi``, ``relative`` (T5 buckets; inside attention), see
+    `labsupport.positional`. ``positions`` (N,) or (B, N) may give each token a real
+    time (irregular sampling); default the token index.
+    ``time_features=F`` expects ``time (B, L + T, F)``: calendar features of every input
+    step and of every step to forecast (the calendar is known in advance). Each token
+    gets its patch's mean features, and the head gets the horizon's.
     With the last-token head the model also reads windows of other lengths
-    ``L = patch_len + k * stride`` (used in Section 12.3 to test extrapolation),
-    as far as its positional encoding allows.
+    ``L = patch_len + k * stride`` (Section 12.3 tests extrapolation), as far as its
+    positional encoding allows.
     """
 
     def __init__(self, *, lookback: int, horizon: int, channels: int = 1, patch_len: int = 24,
                  stride: int = 12, d_model: int = 64, n_heads: int = 4, n_layers: int = 2,
                  d_ff: int = 128, dropout: float = 0.1, pos_encoding: str = "learned",
                  kernel="sdpa", causal: bool = True, revin: bool = True, norm_first: bool = True,
-                 head: str = "last"):
+                 head: str = "last", time_features: int = 0):
         super().__init__()
         for name, value in (("lookback", lookback), ("horizon", horizon), ("channels", channels),
                             ("patch_len", patch_len), ("stride", stride)):
@@ -299,40 +307,65 @@ class PatchTransformer(nn.Module):
                              f"with stride {stride}: need lookback = {patch_len} + k * {stride}")
         if head not in ("last", "flatten"):
             raise ValueError(f"head must be 'last' or 'flatten', got {head!r}")
+        if d_model % n_heads:
+            raise ValueError(f"d_model {d_model} is not divisible by n_heads {n_heads}")
         self.lookback, self.horizon, self.channels = lookback, horizon, channels
         self.patch_len, self.stride, self.causal, self.head_kind = patch_len, stride, causal, head
+        self.pos_encoding, self.time_features = pos_encoding, time_features
         self.n_patches = (lookback - patch_len) // stride + 1
         self.revin = InstanceNorm(channels) if revin else None
         self.embed = nn.Linear(patch_len, d_model)
         self.position = make_positional_encoding(pos_encoding, d_model=d_model, max_len=self.n_patches)
+        in_attention = make_attention_position(pos_encoding, n_heads=n_heads,
+                                               head_dim=d_model // n_heads, causal=causal)
         self.encoder = TransformerEncoder(d_model, n_heads, n_layers, d_ff, dropout,
-                                          norm_first=norm_first, kernel=kernel)
+                                          norm_first=norm_first, kernel=kernel, position=in_attention)
         width = d_model if head == "last" else self.n_patches * d_model
         self.head = nn.Linear(width, horizon)
+        if time_features:
+            self.time_in = nn.Linear(time_features, d_model)              # each token's calendar
+            self.time_out = nn.Linear(horizon * time_features, width)     # the horizon's calendar
 
-    def _check(self, x):
+    def _check(self, x, time):
         """The window must be (B, lookback, C); the last-token head also reads other
-        lengths that split into whole patches."""
+        lengths that split into whole patches. Time features must cover L + T steps."""
         L = x.shape[1] if isinstance(x, torch.Tensor) and x.dim() == 3 else self.lookback
         fits = L >= self.patch_len and (L - self.patch_len) % self.stride == 0
         check_window(x, L if fits and self.head_kind == "last" else self.lookback, self.channels)
+        if self.time_features:
+            expected = (x.shape[0], L + self.horizon, self.time_features)
+            if not isinstance(time, torch.Tensor) or tuple(time.shape) != expected:
+                got = tuple(time.shape) if isinstance(time, torch.Tensor) else time
+                raise ValueError(f"time must be (B, L + T, F) = {expected}: calendar features of "
+                                 f"the window and the horizon, got {got}")
+        elif time is not None:
+            raise ValueError("this model was built with time_features=0; pass time=None")
 
-    def encode(self, tokens, *, return_weights=False):
+    def encode(self, tokens, *, positions=None, return_weights=False):
         """Positional encoding and encoder: (N, P_tokens, d_model) -> same shape."""
-        return self.encoder(self.position(tokens), is_causal=self.causal, return_weights=return_weights)
+        return self.encoder(self.position(tokens, positions), is_causal=self.causal,
+                            positions=positions, return_weights=return_weights)
 
-    def forward(self, x, *, return_weights=False):
-        self._check(x)
+    def forward(self, x, *, time=None, positions=None, return_weights=False):
+        self._check(x, time)
         B, L, C = x.shape
         stats = None
         if self.revin is not None:
             x, stats = self.revin.normalise(x)                        # (B, L, C)
         series = x.transpose(1, 2).reshape(B * C, L)                   # (B*C, L): channels apart
         tokens = self.embed(patchify(series, self.patch_len, self.stride))   # (B*C, N, d_model)
-        encoded = self.encode(tokens, return_weights=return_weights)
+        if positions is not None and positions.dim() == 2:
+            positions = positions.repeat_interleave(C, dim=0)         # (B*C, N)
+        if self.time_features:
+            past = patchify(time[:, :L].transpose(1, 2), self.patch_len, self.stride)  # (B, F, N, P)
+            tokens = tokens + self.time_in(past.mean(-1).transpose(1, 2)).repeat_interleave(C, dim=0)
+        encoded = self.encode(tokens, positions=positions, return_weights=return_weights)
         if return_weights:
             encoded, weights = encoded
         features = encoded[:, -1] if self.head_kind == "last" else encoded.flatten(1)
+        if self.time_features:
+            future = time[:, L:].flatten(1)                            # (B, T*F)
+            features = features + self.time_out(future).repeat_interleave(C, dim=0)
         y = self.head(features).view(B, C, self.horizon).transpose(1, 2)   # (B, T, C)
         if stats is not None:
             y = self.revin.denormalise(y, stats)

@@ -1,53 +1,75 @@
 """Position and time encodings: how a permutation-equivariant attention learns order.
 
-Additive encodings are modules mapping token embeddings ``x (B, L, d_model)`` to
-``x + PE[:L]``.
+Two families:
+
+- **additive** encodings map token embeddings ``x (B, L, d_model)`` to ``x + PE(positions)``:
+  `SinusoidalPositionalEncoding`, `LearnedPositionalEncoding`, `Time2Vec`;
+- **in-attention** encodings act on each head's queries and keys after projection
+  (subclasses of `AttentionPosition`): `RotaryEmbedding` rotates them, `ALiBi`,
+  `RelativePositionBias` (T5) and `XLRelativePosition` (Transformer-XL) add a bias
+  to the scores. `labsupport.layers.MultiHeadAttention` takes one as ``position=``.
+
+Positions are token indices by default, or any float times (irregular sampling).
+In attention, key positions default to ``0..S-1`` and query positions to the last
+``L`` of them, ``S-L..S-1`` (queries are the newest tokens, as with a cache).
+Calendar features of time stamps come from `time_features`.
 """
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import torch
 from torch import nn
 
 from .validation import check_positive_int
 
 
+# --- additive encodings ------------------------------------------------------------
+
+def sinusoidal_features(positions: torch.Tensor, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """Sinusoidal features of (possibly fractional) positions: (...,) -> (..., d_model).
+
+    Math: ``PE[p, 2i] = sin(p / base^(2i/d))``, ``PE[p, 2i+1] = cos(p / base^(2i/d))``.
+    """
+    check_positive_int("d_model", d_model)
+    if d_model % 2:
+        raise ValueError(f"d_model must be even for sine/cosine pairs, got {d_model}")
+    inv_freq = base ** (-torch.arange(0, d_model, 2, device=positions.device, dtype=torch.float64) / d_model)
+    angles = positions.double()[..., None] * inv_freq                       # (..., d/2)
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)     # (..., d)
+
+
 def sinusoidal_encoding(length: int, d_model: int, base: float = 10000.0, *, device=None,
                         dtype=torch.float32) -> torch.Tensor:
     """The fixed sinusoidal table of Vaswani et al. (2017), shape (length, d_model).
-
-    Math: ``PE[p, 2i] = sin(p / base^(2i/d))``, ``PE[p, 2i+1] = cos(p / base^(2i/d))``.
 
     >>> sinusoidal_encoding(3, 4)[0].tolist()
     [0.0, 1.0, 0.0, 1.0]
     """
     check_positive_int("length", length)
-    check_positive_int("d_model", d_model)
-    if d_model % 2:
-        raise ValueError(f"d_model must be even for sine/cosine pairs, got {d_model}")
-    position = torch.arange(length, device=device, dtype=torch.float64)[:, None]        # (L, 1)
-    inv_freq = base ** (-torch.arange(0, d_model, 2, device=device, dtype=torch.float64) / d_model)
-    angles = position * inv_freq                                                         # (L, d/2)
-    table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)                # (L, d)
-    return table.to(dtype)
+    positions = torch.arange(length, device=device, dtype=torch.float64)
+    return sinusoidal_features(positions, d_model, base).to(dtype)
 
 
 class SinusoidalPositionalEncoding(nn.Module):
-    """Adds the sinusoidal table; defined for any length (nothing is learned)."""
+    """Adds sinusoidal features of each token's position; defined for any position."""
 
     def __init__(self, d_model: int, base: float = 10000.0):
         super().__init__()
         self.d_model, self.base = d_model, base
 
-    def forward(self, x):                                   # x (B, L, d_model)
-        return x + sinusoidal_encoding(x.shape[-2], self.d_model, self.base,
-                                       device=x.device, dtype=x.dtype)
+    def forward(self, x, positions=None):                  # x (B, L, d_model)
+        if positions is None:
+            positions = torch.arange(x.shape[-2], device=x.device)
+        return x + sinusoidal_features(positions, self.d_model, self.base).to(x.dtype)
 
 
 class LearnedPositionalEncoding(nn.Module):
     """Adds a learned vector per position, for positions ``0 .. max_len - 1`` only.
 
-    A position never seen in training has no trained vector, and one past ``max_len``
-    has no vector at all: that raises ``ValueError``.
+    A position never seen in training keeps its random initial vector, and one past
+    ``max_len`` has no vector at all: that raises ``ValueError``.
     """
 
     def __init__(self, max_len: int, d_model: int):
@@ -56,7 +78,10 @@ class LearnedPositionalEncoding(nn.Module):
         self.max_len = max_len
         self.table = nn.Parameter(0.02 * torch.randn(max_len, d_model))
 
-    def forward(self, x):                                   # x (B, L, d_model)
+    def forward(self, x, positions=None):                  # x (B, L, d_model)
+        if positions is not None:
+            raise ValueError("a learned table is indexed by token order 0..max_len-1; "
+                             "it cannot take arbitrary positions (use sinusoidal, rope or time2vec)")
         L = x.shape[-2]
         if L > self.max_len:
             raise ValueError(f"sequence of {L} tokens is longer than the learned table's max_len "
@@ -64,21 +89,271 @@ class LearnedPositionalEncoding(nn.Module):
         return x + self.table[:L]
 
 
+class Time2Vec(nn.Module):
+    """Time2Vec (Kazemi et al., 2019): a learned linear term and learned periodic terms.
+
+    Math: ``t2v(t)[0] = w_0 t + b_0``, ``t2v(t)[i] = sin(w_i t + b_i)`` for i >= 1.
+    Shapes: t (...,) float times -> (..., dim). As a positional encoding it adds
+    ``t2v(positions)`` to the tokens; positions may be real, irregular times.
+    """
+
+    def __init__(self, dim: int):
+        super().__init__()
+        check_positive_int("dim", dim)
+        self.frequency = nn.Parameter(torch.randn(dim))
+        self.phase = nn.Parameter(torch.randn(dim))
+
+    def features(self, t: torch.Tensor) -> torch.Tensor:
+        z = t[..., None].to(self.frequency.dtype) * self.frequency + self.phase    # (..., dim)
+        return torch.cat((z[..., :1], torch.sin(z[..., 1:])), dim=-1)
+
+    def forward(self, x, positions=None):                  # x (B, L, dim)
+        if positions is None:
+            positions = torch.arange(x.shape[-2], device=x.device)
+        return x + self.features(positions)
+
+
 class NoPositionalEncoding(nn.Module):
     """No position at all: attention sees a set, not a sequence."""
 
-    def forward(self, x):
+    def forward(self, x, positions=None):
         return x
 
 
+# --- in-attention encodings ----------------------------------------------------------
+
+class AttentionPosition(nn.Module):
+    """Position information applied inside attention, per head, after the projections.
+
+    ``rotate(q, k, q_pos, k_pos)`` may transform queries and keys (RoPE);
+    ``bias(q, k, q_pos, k_pos)`` may return a float bias (..., H, L, S) added to the
+    scaled scores (ALiBi, T5, Transformer-XL). q (B, H, L, D), k (B, H, S, D);
+    positions (L,) / (S,) or per batch (B, L) / (B, S).
+    """
+
+    needs_bias = False                  # True: the kernel must accept ``bias=``
+
+    def rotate(self, q, k, q_pos, k_pos):
+        return q, k
+
+    def bias(self, q, k, q_pos, k_pos):
+        return None
+
+
+def _offsets(q_pos, k_pos):
+    """Signed distance query - key for every pair: (..., L, S)."""
+    return q_pos[..., :, None] - k_pos[..., None, :]
+
+
+class RotaryEmbedding(AttentionPosition):
+    """RoPE (Su et al., 2021): rotate each pair of query/key coordinates by an angle
+    proportional to the token's position, so that ``q_m . k_n`` depends on ``m - n`` only.
+
+    Math: pair i of x at position p is rotated by ``p * theta_i``, ``theta_i = base^(-2i/D)``.
+    Shapes: x (..., L, D) -> (..., L, D); ``rope(x, positions=None)`` with positions
+    (L,) or (B, L) (default ``0..L-1``). Rotations keep norms; nothing is learned, so
+    it works with every exact kernel and at any length.
+    """
+
+    def __init__(self, head_dim: int, base: float = 10000.0):
+        super().__init__()
+        check_positive_int("head_dim", head_dim)
+        if head_dim % 2:
+            raise ValueError(f"head_dim must be even to rotate pairs, got {head_dim}")
+        self.head_dim, self.base = head_dim, base
+        inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)            # (D/2,)
+
+    def forward(self, x, positions=None):
+        if x.shape[-1] != self.head_dim:
+            raise ValueError(f"x must be (..., L, {self.head_dim}), got {tuple(x.shape)}")
+        L = x.shape[-2]
+        positions = torch.arange(L, device=x.device) if positions is None else positions
+        angles = positions.to(x.device).double()[..., None] * self.inv_freq      # (..., L, D/2)
+        if angles.dim() == 3 and x.dim() == 4:                                    # (B, L) positions
+            angles = angles[:, None]                                              # (B, 1, L, D/2)
+        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        x1, x2 = x[..., 0::2], x[..., 1::2]                                       # (..., L, D/2)
+        rotated = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+        return rotated.flatten(-2)                                                # (..., L, D)
+
+    def rotate(self, q, k, q_pos, k_pos):
+        return self(q, q_pos), self(k, k_pos)
+
+
+def alibi_slopes(n_heads: int) -> torch.Tensor:
+    """ALiBi's head slopes (Press et al., 2022): for H a power of two, the geometric
+    sequence ``2^(-8/H), 2^(-16/H), ..., 2^(-8)``; otherwise the paper's interleaving
+    of the next powers of two.
+
+    >>> alibi_slopes(4).tolist()
+    [0.25, 0.0625, 0.015625, 0.00390625]
+    """
+    check_positive_int("n_heads", n_heads)
+
+    def geometric(n):
+        start = 2.0 ** (-8.0 / n)
+        return [start ** (i + 1) for i in range(n)]
+
+    if math.log2(n_heads).is_integer():
+        return torch.tensor(geometric(n_heads))
+    below = 2 ** math.floor(math.log2(n_heads))
+    return torch.tensor(geometric(below) + geometric(2 * below)[0::2][: n_heads - below])
+
+
+def alibi_bias(n_heads: int, L: int, S: int | None = None, *, q_pos=None, k_pos=None,
+               device=None) -> torch.Tensor:
+    """ALiBi's additive bias ``-slope_h * |i - j|``, shape (H, L, S) (or (B, H, L, S)).
+
+    Queries sit at the last L of the S key positions unless positions are given.
+    """
+    S = L if S is None else S
+    k_pos = torch.arange(S, device=device) if k_pos is None else k_pos
+    q_pos = torch.arange(S - L, S, device=k_pos.device) if q_pos is None else q_pos
+    distance = _offsets(q_pos, k_pos).double().abs()                          # (..., L, S)
+    slopes = alibi_slopes(n_heads).to(distance).view(n_heads, 1, 1)
+    return (-slopes * distance[..., None, :, :]).float()                       # (..., H, L, S)
+
+
+class ALiBi(AttentionPosition):
+    """Attention with Linear Biases: no embedding at all, a penalty growing with distance."""
+
+    needs_bias = True
+
+    def __init__(self, n_heads: int):
+        super().__init__()
+        self.n_heads = check_positive_int("n_heads", n_heads)
+
+    def bias(self, q, k, q_pos, k_pos):
+        return alibi_bias(self.n_heads, q.shape[-2], k.shape[-2], q_pos=q_pos, k_pos=k_pos).to(q.dtype)
+
+
+def relative_position_bucket(offset: torch.Tensor, *, bidirectional: bool = False,
+                             num_buckets: int = 32, max_distance: int = 128) -> torch.Tensor:
+    """T5's buckets for ``offset = query - key``: exact for small distances, logarithmic
+    up to ``max_distance``, one shared bucket beyond (Raffel et al., 2020).
+
+    Unidirectional (causal) attention gives keys after the query (offset < 0) bucket 0.
+    """
+    n = offset.round().long()
+    bucket = torch.zeros_like(n)
+    if bidirectional:
+        num_buckets //= 2
+        bucket = bucket + (n < 0).long() * num_buckets
+        n = n.abs()
+    else:
+        n = n.clamp(min=0)
+    exact = num_buckets // 2
+    log_ratio = torch.log(n.clamp(min=1).double() / exact) / math.log(max_distance / exact)
+    large = (exact + (log_ratio * (num_buckets - exact)).long()).clamp(max=num_buckets - 1)
+    return bucket + torch.where(n < exact, n, large)
+
+
+class RelativePositionBias(AttentionPosition):
+    """T5-style relative position bias: a learned scalar per head and distance bucket."""
+
+    needs_bias = True
+
+    def __init__(self, n_heads: int, *, num_buckets: int = 32, max_distance: int = 128,
+                 bidirectional: bool = False):
+        super().__init__()
+        self.buckets = dict(num_buckets=num_buckets, max_distance=max_distance, bidirectional=bidirectional)
+        self.embedding = nn.Embedding(num_buckets, check_positive_int("n_heads", n_heads))
+        nn.init.normal_(self.embedding.weight, std=0.02)
+
+    def bias(self, q, k, q_pos, k_pos):
+        buckets = relative_position_bucket(_offsets(q_pos, k_pos), **self.buckets)   # (..., L, S)
+        return self.embedding(buckets).movedim(-1, -3).to(q.dtype)                  # (..., H, L, S)
+
+
+class XLRelativePosition(AttentionPosition):
+    """Transformer-XL's relative scores (Dai et al., 2019), as a bias added to ``q . k``.
+
+    Math: ``s_ij = q_i.k_j + q_i.W_R r_{i-j} + u.k_j + v.W_R r_{i-j}`` (all / sqrt(D)),
+    with ``r_{i-j}`` sinusoidal features of the offset, ``W_R`` learned per head, and
+    two global biases shared by all queries: ``u`` (content) and ``v`` (position).
+    The kernel computes ``q.k``; this returns the other three terms.
+    """
+
+    needs_bias = True
+
+    def __init__(self, n_heads: int, head_dim: int, d_pos: int | None = None):
+        super().__init__()
+        self.n_heads, self.head_dim = n_heads, head_dim
+        self.d_pos = head_dim * n_heads if d_pos is None else d_pos
+        self.r_proj = nn.Linear(self.d_pos, n_heads * head_dim, bias=False)     # W_R
+        self.u = nn.Parameter(torch.zeros(n_heads, head_dim))                    # content bias
+        self.v = nn.Parameter(torch.zeros(n_heads, head_dim))                    # position bias
+
+    def bias(self, q, k, q_pos, k_pos):
+        offsets = _offsets(q_pos, k_pos).round().long()                           # (..., L, S)
+        if offsets.dim() == 3:                                                    # (B, L, S)
+            offsets = offsets[:, None]                                            # (B, 1, L, S)
+        low = int(offsets.min())
+        distances = torch.arange(low, int(offsets.max()) + 1, device=q.device)   # (P,)
+        r = self.r_proj(sinusoidal_features(distances, self.d_pos).to(q.dtype))   # (P, H*D)
+        r = r.view(-1, self.n_heads, self.head_dim).transpose(0, 1)              # (H, P, D)
+        position = (q + self.v[:, None]) @ r.transpose(-2, -1)                    # (B, H, L, P)
+        index = (offsets - low).expand(*position.shape[:-1], offsets.shape[-1])   # (B, H, L, S)
+        position = position.gather(-1, index)                                     # (B, H, L, S)
+        content = (k * self.u[:, None]).sum(-1)[..., None, :]                     # (B, H, 1, S)
+        return (position + content) / self.head_dim ** 0.5
+
+
+# --- factories used by the forecaster --------------------------------------------------
+
+ADDITIVE = ("none", "sinusoidal", "learned", "time2vec")
+IN_ATTENTION = ("rope", "alibi", "relative")
+KINDS = ADDITIVE + IN_ATTENTION
+
+
 def make_positional_encoding(kind: str, *, d_model: int, max_len: int) -> nn.Module:
-    """Build an additive encoding by name: ``none``, ``sinusoidal`` or ``learned``."""
+    """The additive part of encoding ``kind`` (identity for in-attention kinds)."""
     builders = {
-        "none": lambda: NoPositionalEncoding(),
         "sinusoidal": lambda: SinusoidalPositionalEncoding(d_model),
         "learned": lambda: LearnedPositionalEncoding(max_len, d_model),
+        "time2vec": lambda: Time2Vec(d_model),
     }
-    if kind not in builders:
-        raise ValueError(f"pos_encoding must be one of {sorted(builders)}, got {kind!r}")
-    return builders[kind]()
+    if kind not in KINDS:
+        raise ValueError(f"pos_encoding must be one of {list(KINDS)}, got {kind!r}")
+    return builders.get(kind, NoPositionalEncoding)()
 
+
+def make_attention_position(kind: str, *, n_heads: int, head_dim: int, causal: bool = True):
+    """The in-attention part of encoding ``kind`` (None for additive kinds)."""
+    if kind not in KINDS:
+        raise ValueError(f"pos_encoding must be one of {list(KINDS)}, got {kind!r}")
+    if kind == "rope":
+        return RotaryEmbedding(head_dim)
+    if kind == "alibi":
+        return ALiBi(n_heads)
+    if kind == "relative":
+        return RelativePositionBias(n_heads, bidirectional=not causal)
+    return None
+
+
+# --- calendar features -------------------------------------------------------------------
+
+def time_features(timestamps, holiday=None) -> np.ndarray:
+    """Calendar features of time stamps as sine/cosine pairs: (T,) -> (T, 6) float32,
+    or (T, 7) with the holiday flag appended.
+
+    Columns: hour of day (period 24 h), day of week (7 days, Monday = 0), day of year
+    (365.25 days). Sine/cosine pairs make 23:00 and 00:00 neighbours.
+    """
+    t = np.asarray(timestamps).astype("datetime64[m]")
+    minutes = t.astype(np.int64)
+    hour = (minutes % (24 * 60)) / 60.0
+    day = (t.astype("datetime64[D]").astype(np.int64) + 3) % 7          # 1970-01-01 was a Thursday
+    year_start = t.astype("datetime64[Y]").astype("datetime64[m]").astype(np.int64)
+    day_of_year = (minutes - year_start) / (24 * 60.0)
+    columns = []
+    for value, period in ((hour, 24.0), (day, 7.0), (day_of_year, 365.25)):
+        angle = 2 * np.pi * value / period
+        columns += [np.sin(angle), np.cos(angle)]
+    if holiday is not None:
+        holiday = np.asarray(holiday, dtype=np.float64)
+        if holiday.shape != hour.shape:
+            raise ValueError(f"holiday must be (T,) = {hour.shape}, got {holiday.shape}")
+        columns.append(holiday)
+    return np.stack(columns, axis=-1).astype(np.float32)

@@ -15,10 +15,11 @@ def _shape(t) -> tuple:
     return tuple(t.shape)
 
 
-def check_attention_inputs(q, k, v, mask=None) -> None:
-    """Raise ``TypeError``/``ValueError`` unless q, k, v (and mask) fit one attention call.
+def check_attention_inputs(q, k, v, mask=None, bias=None) -> None:
+    """Raise ``TypeError``/``ValueError`` unless q, k, v (and mask, bias) fit one attention call.
 
-    Shapes: q (..., L, D), k (..., S, D), v (..., S, Dv); mask bool, broadcastable to (..., L, S).
+    Shapes: q (..., L, D), k (..., S, D), v (..., S, Dv); mask bool and bias float, both
+    broadcastable to (..., L, S).
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
@@ -39,19 +40,24 @@ def check_attention_inputs(q, k, v, mask=None) -> None:
     if not (q.device == k.device == v.device):
         raise ValueError(f"q, k, v devices differ: {q.device}, {k.device}, {v.device}")
     if mask is not None:
-        check_mask(mask, q, k)
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+            kind = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
+            raise TypeError(f"mask must be a bool tensor (True = may attend), got {kind}")
+        _check_broadcast("mask", mask, q, k)
+    if bias is not None:
+        if not isinstance(bias, torch.Tensor) or not bias.is_floating_point():
+            kind = bias.dtype if isinstance(bias, torch.Tensor) else type(bias).__name__
+            raise TypeError(f"bias must be a float tensor added to the scores, got {kind}")
+        _check_broadcast("bias", bias, q, k)
 
 
-def check_mask(mask, q, k) -> None:
-    """A boolean mask (True = may attend) broadcastable to (..., L, S)."""
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-        kind = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
-        raise TypeError(f"mask must be a bool tensor (True = may attend), got {kind}")
+def _check_broadcast(name, t, q, k) -> None:
+    """``t`` broadcastable to (..., L, S) and on q's device."""
     target = (*q.shape[:-1], k.shape[-2])
-    if mask.dim() > len(target) or any(m not in (1, t) for m, t in zip(mask.shape[::-1], target[::-1])):
-        raise ValueError(f"mask shape {_shape(mask)} does not broadcast to (..., L, S) = {target}")
-    if mask.device != q.device:
-        raise ValueError(f"mask on {mask.device} but q on {q.device}")
+    if t.dim() > len(target) or any(m not in (1, n) for m, n in zip(t.shape[::-1], target[::-1])):
+        raise ValueError(f"{name} shape {_shape(t)} does not broadcast to (..., L, S) = {target}")
+    if t.device != q.device:
+        raise ValueError(f"{name} on {t.device} but q on {q.device}")
 
 
 def check_positive_int(name: str, value) -> int:
