@@ -31,7 +31,7 @@ def test_sinusoidal_shift_is_one_linear_map_for_every_position():
     for i in range(d // 2):
         a = k / 10000 ** (2 * i / d)
         M[2 * i:2 * i + 2, 2 * i:2 * i + 2] = torch.tensor([[math.cos(a), -math.sin(a)],
-                                                            [math.sin(a), math.cos(a)]])
+                                                            [math.sin(a), math.cos(a)]], dtype=torch.float64)
     torch.testing.assert_close(table[:-k] @ M, table[k:], atol=1e-10, rtol=0)
 
 
