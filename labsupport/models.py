@@ -346,7 +346,7 @@ class PatchTransformer(nn.Module):
         return self.encoder(self.position(tokens, positions), is_causal=self.causal,
                             positions=positions, return_weights=return_weights)
 
-    def forward(self, x, *, time=None, positions=None, return_weights=False):
+    def forward(self, x, time=None, positions=None, *, return_weights=False):
         self._check(x, time)
         B, L, C = x.shape
         stats = None

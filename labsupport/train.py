@@ -34,13 +34,32 @@ def pick_device(device=None) -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def _check_pair(name: str, pair) -> tuple[torch.Tensor, torch.Tensor]:
-    if not (isinstance(pair, (tuple, list)) and len(pair) == 2
-            and all(isinstance(t, torch.Tensor) for t in pair)):
+def _is_inputs(inputs) -> bool:
+    """A tensor, or a tuple of tensors (or None) passed to the model positionally."""
+    if isinstance(inputs, torch.Tensor):
+        return True
+    return (isinstance(inputs, tuple) and isinstance(inputs[0], torch.Tensor)
+            and all(t is None or isinstance(t, torch.Tensor) for t in inputs))
+
+
+def _count(inputs) -> int:
+    return len(inputs if isinstance(inputs, torch.Tensor) else inputs[0])
+
+
+def _take(inputs, idx, device) -> tuple:
+    """The rows ``idx`` of every input, on ``device``, as the model's positional arguments."""
+    if isinstance(inputs, torch.Tensor):
+        return (inputs[idx].to(device),)
+    return tuple(None if t is None else t[idx].to(device) for t in inputs)
+
+
+def _check_pair(name: str, pair):
+    if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and _is_inputs(pair[0])
+            and isinstance(pair[1], torch.Tensor)):
         raise TypeError(f"{name} must be an (inputs, targets) pair of tensors, got {type(pair).__name__}")
     inputs, targets = pair
-    if len(inputs) != len(targets) or len(inputs) == 0:
-        raise ValueError(f"{name}: {len(inputs)} inputs and {len(targets)} targets; "
+    if _count(inputs) != len(targets) or len(targets) == 0:
+        raise ValueError(f"{name}: {_count(inputs)} inputs and {len(targets)} targets; "
                          "expected the same, non-zero number of windows")
     return inputs, targets
 
@@ -76,13 +95,15 @@ def _batches(n: int, batch_size: int, generator=None):
 
 
 @torch.no_grad()
-def predict(model, inputs: torch.Tensor, *, batch_size: int = 1024, device=None) -> torch.Tensor:
-    """Forecasts for ``inputs (N, L, C)`` in batches, returned on the CPU. ``model`` may
-    be any callable; modules are put in eval mode and on ``device``."""
+def predict(model, inputs, *, batch_size: int = 1024, device=None) -> torch.Tensor:
+    """Forecasts for ``inputs (N, L, C)`` in batches, returned on the CPU. ``inputs``
+    may also be a tuple of tensors, passed to the model positionally (for example
+    ``(x, time)``). ``model`` may be any callable; modules are put in eval mode and
+    on ``device``."""
     device = pick_device(device)
     if isinstance(model, nn.Module):
         model.eval().to(device)
-    outs = [model(inputs[idx].to(device)).cpu() for idx in _batches(len(inputs), batch_size)]
+    outs = [model(*_take(inputs, idx, device)).cpu() for idx in _batches(_count(inputs), batch_size)]
     return torch.cat(outs)
 
 
@@ -92,7 +113,8 @@ def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, bat
         desc: str | None = None) -> History:
     """Train ``model`` with Adam on the MSE; early stopping on the validation MSE.
 
-    ``train`` and ``val`` are ``(inputs (N, L, C), targets (N, T, C))`` tensor pairs.
+    ``train`` and ``val`` are ``(inputs (N, L, C), targets (N, T, C))`` tensor pairs;
+    ``inputs`` may be a tuple of tensors passed to the model positionally.
     Stops after ``patience`` epochs without improvement, or when ``max_seconds`` of
     training have passed; the weights of the best validation epoch are restored.
     """
@@ -108,9 +130,8 @@ def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, bat
     for epoch in bar:
         model.train()
         t0, total = time.perf_counter(), 0.0
-        for idx in _batches(len(x_train), batch_size, generator):
-            x, y = x_train[idx].to(device), y_train[idx].to(device)
-            loss = F.mse_loss(model(x), y)
+        for idx in _batches(len(y_train), batch_size, generator):
+            loss = F.mse_loss(model(*_take(x_train, idx, device)), y_train[idx].to(device))
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
             if clip is not None:
@@ -120,7 +141,7 @@ def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, bat
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         history.epoch_seconds.append(time.perf_counter() - t0)
-        history.train_loss.append(total / len(x_train))
+        history.train_loss.append(total / len(y_train))
         history.val_loss.append(F.mse_loss(predict(model, val[0], device=device), val[1]).item())
         bar.set_postfix(train=f"{history.train_loss[-1]:.4f}", val=f"{history.val_loss[-1]:.4f}")
         if best_state is None or history.val_loss[-1] < history.best_val_loss:

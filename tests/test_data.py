@@ -137,3 +137,20 @@ def test_series_validates_and_selects(vic):
     with pytest.raises(ValueError, match="no column 'load'"):
         vic.column("load")
     assert len(vic.between("2013-01-01", "2013-01-02")) == 24
+
+
+def test_book_task_windows_and_calendar(vic):
+    from labsupport.data import book_task
+    from labsupport.positional import time_features
+    task = book_task(train_stride=100, calendar=True)
+    (x, time), y = task.test
+    plain = book_task(train_stride=100)
+    torch.testing.assert_close(x, plain.test[0])
+    torch.testing.assert_close(y, plain.test[1])
+    assert x.shape == (183, 336, 1) and time.shape == (183, 360, 7) and y.shape == (183, 24, 1)
+    # the first test target is 2014-07-01 00:00; its calendar row is the window's row 336
+    border = int(np.searchsorted(vic.timestamps, np.datetime64("2014-07-01T00:00")))
+    expected = time_features(vic.timestamps[border - 336: border + 24], vic.column("holiday")[border - 336: border + 24])
+    np.testing.assert_allclose(time[0].numpy(), expected, atol=1e-6)
+    demand = task.scaler.inverse_transform(y[0].numpy(), channels=[0])[:, 0]
+    np.testing.assert_allclose(demand, vic.column("demand_mw")[border: border + 24], rtol=1e-5)

@@ -85,3 +85,22 @@ def test_seed_and_device():
     assert pick_device("cpu").type == "cpu"
     assert pick_device().type == ("cuda" if torch.cuda.is_available() else "cpu")
     assert predict(Flat(), toy_data()[0], batch_size=7).shape == (64, 3, 1)
+
+
+def test_inputs_may_be_a_tuple_passed_positionally():
+    class TwoInputs(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.flat = Flat()
+
+        def forward(self, x, shift, unused=None):
+            assert unused is None
+            return self.flat(x) + shift[:, :3, None]
+
+    x, y = toy_data()
+    shift = torch.randn(len(x), 5)
+    history = fit(TwoInputs(), ((x, shift, None), y), ((x, shift, None), y), epochs=3, progress=False)
+    assert len(history.val_loss) == 3
+    assert predict(TwoInputs(), (x, shift, None), batch_size=10).shape == (64, 3, 1)
+    with pytest.raises(ValueError, match="63 inputs and 64 targets"):
+        fit(TwoInputs(), ((x[:63], shift[:63]), y), toy_data(), progress=False)
