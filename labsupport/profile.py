@@ -26,12 +26,19 @@ PRESETS = {
         # 12.2 the Transformer block and the book's forecaster
         "forecaster_epochs": 10,
         "train_stride": 2,                   # every 2nd training window per epoch
+        # 12.3 positional encodings: many small forecasters
+        "encoding_epochs": 6,
+        "encoding_stride": 4,
+        "encoding_width": 32,
     },
     "gpu": {
         "bottleneck_steps": 1500,
         "bill_lengths": (4096, 8192, 16384, 32768, 65536),
         "forecaster_epochs": 30,
         "train_stride": 1,
+        "encoding_epochs": 20,
+        "encoding_stride": 1,
+        "encoding_width": 64,
     },
 }
 

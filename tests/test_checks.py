@@ -154,3 +154,42 @@ def test_block_parameters():
     expect(checks.block_parameters(lambda d, h, f: right(d, h, f) - 4 * d), False, "LayerNorm")
     expect(checks.block_parameters(lambda d, h, f: right(d, h, f) + (h - 1) * 4 * (d * d + d)), False, "share")
     expect(checks.block_parameters(lambda d, h, f: 7), False, "expected")
+
+
+# 12.3 Positional and temporal encodings
+
+def test_sinusoidal():
+    from labsupport.checks.positional import _table
+    expect(checks.sinusoidal(lambda L, d: _table(L, d)), True, "PE[p, 2i]")
+    expect(checks.sinusoidal(lambda L, d: _table(L, d, swap=True)), False, "swapped")
+    expect(checks.sinusoidal(lambda L, d: _table(L, d, halves=True)), False, "interleave")
+    expect(checks.sinusoidal(lambda L, d: _table(L, d, freq_step=1)), False, "exponent is 2i/d")
+    expect(checks.sinusoidal(lambda L, d: torch.zeros(L, d)), False, "differs")
+
+
+def test_rotate_pairs():
+    from labsupport.checks.positional import _rotate
+    expect(checks.rotate_pairs(_rotate), True, "depends only on m - n")
+    expect(checks.rotate_pairs(lambda x, p: _rotate(x, p, sign=-1.0)), False, "clockwise")
+    expect(checks.rotate_pairs(lambda x, p: _rotate(x, p, halves=True)), False, "neighbours")
+    expect(checks.rotate_pairs(lambda x, p: _rotate(x, p, same_angle=True)), False, "own frequency")
+    expect(checks.rotate_pairs(lambda x, p: x * 2), False, "is not the rotation")
+
+
+def test_alibi_slopes_check():
+    from labsupport.positional import alibi_slopes
+    expect(checks.alibi_slopes(alibi_slopes), True, "geometric")
+    expect(checks.alibi_slopes(lambda n: [2 ** (-8 * i / n) for i in range(n)]), False, "off by one")
+    expect(checks.alibi_slopes(lambda n: [2 ** (-(i + 1)) for i in range(n)]), False, "number of heads")
+    expect(checks.alibi_slopes(lambda n: [0.5] * (n - 1)), False, "one per head")
+
+
+def test_hour_features():
+    import math as m
+    right = lambda h: torch.stack([torch.sin(2 * m.pi * h / 24), torch.cos(2 * m.pi * h / 24)], -1)
+    expect(checks.hour_features(right), True, "wraps")
+    expect(checks.hour_features(lambda h: right(h).flip(-1)), False, "order")
+    expect(checks.hour_features(lambda h: torch.stack([torch.sin(h / 24), torch.cos(h / 24)], -1)), False, "2 pi")
+    expect(checks.hour_features(lambda h: torch.stack([h / 24, h / 24], -1)), False, "repeat every 24")
+    expect(checks.hour_features(lambda h: torch.stack([torch.sin(2 * m.pi * h / 12),
+                                                       torch.cos(2 * m.pi * h / 12)], -1)), False, "use sin")
