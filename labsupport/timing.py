@@ -219,3 +219,124 @@ def fit_power_law(x, y, *, last: int | None = None) -> tuple[float, float]:
     mx, my = statistics.fmean(lx), statistics.fmean(ly)
     slope = sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
     return slope, math.exp(my - slope * mx)
+
+
+# --- sweeps ------------------------------------------------------------------------------
+
+_OOM_ERRORS = (torch.cuda.OutOfMemoryError, MemoryError)
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    """True for the errors an allocator raises when memory runs out (CUDA or CPU)."""
+    if isinstance(err, _OOM_ERRORS):
+        return True
+    text = str(err).lower()
+    return isinstance(err, RuntimeError) and ("out of memory" in text or "can't allocate" in text)
+
+
+def attention_inputs(length: int, *, batch: int = 1, heads: int = 1, head_dim: int = 64,
+                     device=None, dtype=torch.float32, seed: int = 0):
+    """Seeded ``(q, k, v)``, each (batch, heads, length, head_dim): the default sweep input."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    shape = (batch, heads, length, head_dim)
+    return tuple(torch.randn(shape, generator=g, dtype=dtype).to(device or "cpu") for _ in range(3))
+
+
+def attention_flops(length: int, *, batch: int = 1, heads: int = 1, head_dim: int = 64,
+                    is_causal: bool = False) -> float:
+    """A model of forward attention's floating-point operations: ``4 B H L^2 D``.
+
+    Two matrix products (``Q K^T`` and ``P V``) of ``2 L^2 D`` each; half with a causal
+    mask when the kernel skips the masked half. Softmax and scaling are ignored.
+    """
+    flops = 4.0 * batch * heads * length * length * head_dim
+    return flops / 2 if is_causal else flops
+
+
+def _forward_backward(kernel, inputs, kwargs):
+    leaves = [t.detach().requires_grad_() for t in inputs]
+    kernel(*leaves, **kwargs).sum().backward()
+
+
+def _measure_point(kernel, inputs, kwargs, backward, reps):
+    call = (lambda: _forward_backward(kernel, inputs, kwargs)) if backward else \
+        (lambda: kernel(*inputs, **kwargs))
+    with torch.set_grad_enabled(backward):
+        timing = time_call(call, reps=reps, device=inputs[0].device)
+        peak = peak_memory(call, device=inputs[0].device)
+    return timing, peak
+
+
+def _free_cuda():
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def cost_sweep(kernels, lengths, *, make_inputs=None, backward=False, reps=5,
+               memory_budget=None, memory_models=None, flops=None, kernel_kwargs=None,
+               progress=True) -> list[dict]:
+    """Time and measure the peak memory of attention kernels over sequence lengths.
+
+    ``kernels``: name -> callable ``kernel(*inputs, **kernel_kwargs)``. ``make_inputs(L)``
+    returns the inputs at length L (default `attention_inputs`). ``backward`` times
+    forward plus backward of ``out.sum()``. ``memory_models``: name -> ``f(L)``, a model
+    of the bytes a point needs; with ``memory_budget`` (bytes) a point whose model
+    exceeds the budget is skipped, not run. An out-of-memory error is caught and
+    recorded, and the kernel's longer lengths are then skipped; the sweep goes on.
+    ``flops(L)``, if given, adds the achieved ``tflops`` to each measured row.
+
+    Returns one dict per (kernel, length): ``kernel``, ``length``, ``time_s`` (median),
+    ``time_min``, ``time_max``, ``peak_bytes`` (measured; None where not measurable),
+    ``model_bytes`` (None without a model), ``tflops``, ``status`` (``ok``, ``oom`` or
+    ``skipped``) and ``note`` (why a point did not run).
+    """
+    from tqdm.auto import tqdm
+
+    lengths = sorted(int(n) for n in lengths)
+    make_inputs = make_inputs or attention_inputs
+    memory_models, kernel_kwargs = memory_models or {}, kernel_kwargs or {}
+    rows, bar = [], tqdm(total=len(kernels) * len(lengths), disable=not progress,
+                         desc="cost sweep", leave=False)
+    for name, kernel in kernels.items():
+        hit_wall = None
+        for length in lengths:
+            bar.set_postfix_str(f"{name} L={length}")
+            row = _sweep_point(name, kernel, length, make_inputs, backward, reps, memory_budget,
+                               memory_models.get(name), flops, kernel_kwargs, hit_wall)
+            hit_wall = hit_wall or (length if row["status"] == "oom" else None)
+            rows.append(row)
+            bar.update()
+    bar.close()
+    ran = sum(r["status"] == "ok" for r in rows)
+    if progress:
+        print(f"cost sweep: {ran} of {len(rows)} points measured, "
+              f"{sum(r['status'] == 'skipped' for r in rows)} skipped, "
+              f"{sum(r['status'] == 'oom' for r in rows)} out of memory")
+    return rows
+
+
+def _sweep_point(name, kernel, length, make_inputs, backward, reps, budget, model, flops,
+                 kwargs, hit_wall) -> dict:
+    model_bytes = int(model(length)) if model is not None else None
+    row = dict(kernel=name, length=length, time_s=None, time_min=None, time_max=None,
+               peak_bytes=None, model_bytes=model_bytes, tflops=None, status="ok", note="")
+    if hit_wall is not None:
+        return {**row, "status": "skipped", "note": f"out of memory at L={hit_wall}"}
+    if budget is not None and model_bytes is not None and model_bytes > budget:
+        return {**row, "status": "skipped",
+                "note": f"needs {format_bytes(model_bytes)} > budget {format_bytes(budget)}"}
+    try:
+        inputs = make_inputs(length)
+        timing, peak = _measure_point(kernel, inputs, kwargs, backward, reps)
+    except Exception as err:                              # only memory errors are part of the lesson
+        if not is_out_of_memory(err):
+            raise
+        _free_cuda()
+        return {**row, "status": "oom", "note": str(err).splitlines()[0][:80]}
+    row.update(time_s=timing.median, time_min=timing.min, time_max=timing.max, peak_bytes=peak)
+    if flops is not None:
+        row["tflops"] = flops(length) / timing.median / 1e12
+    del inputs
+    _free_cuda()
+    return row

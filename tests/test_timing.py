@@ -91,3 +91,56 @@ def test_fit_power_law_rejects_bad_data():
 
 def test_format_bytes():
     assert format_bytes(1_500_000) == "1.5 MB" and format_bytes(12) == "12 B" and format_bytes(3e9) == "3.0 GB"
+
+
+# --- cost_sweep -------------------------------------------------------------------------
+
+def _tiny_inputs(L):
+    return (torch.randn(1, 1, L, 8),) * 3
+
+
+def test_cost_sweep_rows_and_budget_skips():
+    from labsupport.attention import naive_attention
+    from labsupport.timing import cost_sweep
+    rows = cost_sweep({"naive": naive_attention}, [32, 16, 64], make_inputs=_tiny_inputs, reps=2,
+                      memory_budget=2 * 32 * 32 * 4, memory_models={"naive": lambda L: 2 * L * L * 4},
+                      progress=False)
+    assert [r["length"] for r in rows] == [16, 32, 64]
+    assert [r["status"] for r in rows] == ["ok", "ok", "skipped"]
+    assert rows[2]["time_s"] is None and "needs 32.8 kB" in rows[2]["note"]
+    assert all(r["time_min"] <= r["time_s"] <= r["time_max"] for r in rows[:2])
+    assert rows[0]["model_bytes"] == 2048
+
+
+def test_cost_sweep_survives_out_of_memory_and_goes_on():
+    from labsupport.timing import cost_sweep
+
+    def fragile(q, k, v):
+        if q.shape[-2] >= 32:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return q
+    def broken(q, k, v):
+        raise ValueError("a real bug")
+
+    rows = cost_sweep({"fragile": fragile, "fine": lambda q, k, v: q}, [16, 32, 64],
+                      make_inputs=_tiny_inputs, reps=1, progress=False)
+    assert [r["status"] for r in rows] == ["ok", "oom", "skipped", "ok", "ok", "ok"]
+    assert "out of memory" in rows[1]["note"] and rows[2]["note"] == "out of memory at L=32"
+    with pytest.raises(ValueError, match="a real bug"):        # other errors are not hidden
+        cost_sweep({"broken": broken}, [16], make_inputs=_tiny_inputs, progress=False)
+
+
+def test_cost_sweep_backward_and_flops():
+    from labsupport.attention import sdpa
+    from labsupport.timing import attention_flops, cost_sweep
+    rows = cost_sweep({"sdpa": sdpa}, [64], make_inputs=_tiny_inputs, backward=True, reps=1,
+                      flops=lambda L: attention_flops(L, head_dim=8), progress=False)
+    assert rows[0]["status"] == "ok" and rows[0]["tflops"] > 0
+    assert attention_flops(10, head_dim=8, is_causal=True) == 4 * 100 * 8 / 2
+
+
+def test_is_out_of_memory_recognises_allocator_errors():
+    from labsupport.timing import is_out_of_memory
+    assert is_out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried"))
+    assert is_out_of_memory(MemoryError())
+    assert not is_out_of_memory(RuntimeError("shape mismatch"))

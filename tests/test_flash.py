@@ -1,0 +1,75 @@
+"""flash_attention (12.4): exact against the float64 reference, tiles and all."""
+import pytest
+import torch
+
+from conftest import tol
+from labsupport.attention import causal_mask, flash_attention, naive_attention
+from labsupport.timing import cpu_peak_supported, fit_power_law, peak_memory
+from test_attention import qkv, reference
+
+CASES = [  # (L, S, block_size): multiples, remainders, L = 1, block > L, L != S
+    (16, 16, 4), (7, 7, 3), (5, 11, 4), (11, 5, 4), (1, 1, 8), (1, 9, 2), (9, 1, 2),
+    (33, 20, 8), (20, 33, 64), (64, 64, 128),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("L,S,block", CASES)
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_matches_reference(dtype, L, S, block, causal):
+    q, k, v = qkv(L, S, dtype=dtype)
+    out = flash_attention(q, k, v, is_causal=causal, block_size=block)
+    allowed = causal_mask(L, S) if causal else None
+    assert out.shape == (2, 3, L, 8) and out.dtype == dtype
+    torch.testing.assert_close(out.double(), reference(q, k, v, allowed), **tol(dtype))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_with_mask_bias_and_empty_rows(causal):
+    q, k, v = qkv(10, 13, dtype=torch.float64)
+    g = torch.Generator().manual_seed(5)
+    mask = torch.rand(2, 1, 10, 13, generator=g) > 0.5
+    mask[:, :, 3] = False                                 # a query with no key at all
+    bias = torch.randn(1, 3, 10, 13, generator=g, dtype=torch.float64)
+    got = flash_attention(q, k, v, mask=mask, bias=bias, is_causal=causal, block_size=4)
+    want = naive_attention(q, k, v, mask=mask, bias=bias, is_causal=causal)
+    torch.testing.assert_close(got, want, **tol(torch.float64))
+    assert got[:, :, 3].abs().max() == 0
+
+
+def test_flash_gradients_match_reference():
+    q, k, v = (t.requires_grad_() for t in qkv(13, 13, dtype=torch.float64))
+    flash_attention(q, k, v, is_causal=True, block_size=4).pow(2).sum().backward()
+    got = [t.grad.clone() for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    reference(q, k, v, causal_mask(13)).pow(2).sum().backward()
+    for g, t in zip(got, (q, k, v)):
+        torch.testing.assert_close(g, t.grad, **tol(torch.float64))
+
+
+def test_flash_is_stable_with_huge_scores():
+    q, k, v = qkv(9, 9, dtype=torch.float32)
+    got = flash_attention(q * 300, k * 300, v, block_size=2)   # exp would overflow unshifted
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got, naive_attention(q * 300, k * 300, v), atol=1e-4, rtol=1e-4)
+
+
+def test_flash_validates_its_inputs():
+    q, k, v = qkv(4, 4)
+    with pytest.raises(ValueError, match="block_size"):
+        flash_attention(q, k, v, block_size=0)
+    with pytest.raises(ValueError, match="head_dim"):
+        flash_attention(q, k[..., :3], v)
+
+
+@pytest.mark.skipif(not cpu_peak_supported(), reason="CPU peak resident set is Linux-only")
+def test_flash_forward_memory_grows_linearly_not_quadratically():
+    lengths, peaks = [2048, 4096, 8192], []
+    for L in lengths:
+        q, k, v = (torch.randn(1, 4, L, 32) for _ in range(3))
+        with torch.no_grad():
+            peaks.append(peak_memory(flash_attention, q, k, v, is_causal=True, block_size=512))
+    exponent, _ = fit_power_law(lengths, peaks)
+    assert exponent < 1.3, (exponent, peaks)
+    assert max(peaks) < 8192 ** 2 * 4 / 4               # far below one score matrix
