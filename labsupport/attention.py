@@ -10,13 +10,18 @@ Note that ``nn.MultiheadAttention`` reads boolean masks the other way round
 from __future__ import annotations
 
 import contextlib
+import math
 import warnings
-from typing import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Callable, NamedTuple
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-from .validation import check_attention_inputs, check_positive_int
+from .validation import (check_attention_inputs, check_no_mask, check_nonnegative_int, check_positive_int,
+                         check_self_attention, check_shape)
 
 Kernel = Callable[..., torch.Tensor]
 
@@ -209,10 +214,456 @@ def sdpa_backends(q, k, v, *, is_causal=False) -> dict[str, bool]:
     return usable
 
 
+# ---------------------------------------------------------------------------------------
+# 12.5 Efficient and sparse attention. Sliding windows (local, Longformer) keep softmax
+# attention exact on a sparse pattern and never build the L x S matrix; kernelized
+# attention (linear, Performer) replaces exp(q.k) by phi(q).phi(k) and reorders the
+# product; Linformer projects the length axis of the keys and values.
+# ---------------------------------------------------------------------------------------
+
+
+def band_mask(L: int, window: int, *, is_causal: bool = False, device=None) -> torch.Tensor:
+    """Boolean ``(L, L)`` sliding-window mask: True where ``|i - j| <= window``
+    (causal: ``i - window <= j <= i``). For tests and figures; `local_attention` never builds it.
+
+    >>> band_mask(4, 1).int()
+    tensor([[1, 1, 0, 0],
+            [1, 1, 1, 0],
+            [0, 1, 1, 1],
+            [0, 0, 1, 1]], dtype=torch.int32)
+    """
+    pos = torch.arange(L, device=device)
+    offset = pos[None, :] - pos[:, None]                                # (L, L): j - i
+    return (offset >= -window) & (offset <= (0 if is_causal else window))
+
+
+def longformer_mask(L: int, window: int, global_tokens, *, is_causal: bool = False,
+                    device=None) -> torch.Tensor:
+    """Boolean ``(L, L)`` mask of `longformer_attention`: the band plus the global tokens'
+    rows and columns (causal: then only ``j <= i``). For tests and figures."""
+    g = _global_index(global_tokens, L, device)
+    allowed = band_mask(L, window, device=device)
+    allowed[:, g] = True
+    allowed[g, :] = True
+    return allowed & causal_mask(L, device=device) if is_causal else allowed
+
+
+def _global_index(global_tokens, L: int, device) -> torch.Tensor:
+    """Sorted, de-duplicated global positions as a long tensor (g,), each in [0, L)."""
+    g = torch.as_tensor(global_tokens, dtype=torch.long, device=device).reshape(-1).unique()  # (g,)
+    if g.numel() and (g.min() < 0 or g.max() >= L):
+        raise ValueError(f"global_tokens must be positions in [0, {L}) for L = {L}, got {g.tolist()}")
+    return g
+
+
+def _gather_mask(mask: torch.Tensor, rows, cols, L: int, S: int) -> torch.Tensor:
+    """``mask[..., rows, cols]`` of a bool mask broadcastable to (..., L, S), read through a
+    broadcast view (never copied to L x S). Out-of-range indices are clamped: mask them yourself."""
+    while mask.dim() < 2:
+        mask = mask.unsqueeze(0)
+    mask = mask.expand(*mask.shape[:-2], L, S)                          # (..., L, S), a view
+    return mask[..., rows.clamp(0, L - 1), cols.clamp(0, S - 1)]
+
+
+def _masked_softmax(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dim where ``allowed``; a row with nothing allowed gets zeros
+    (not NaN), with finite gradients."""
+    some = allowed.any(dim=-1, keepdim=True)
+    scores = scores.masked_fill(~allowed, float("-inf")).masked_fill(~some, 0.0)
+    return scores.softmax(dim=-1).masked_fill(~some, 0.0)
+
+
+@dataclass(frozen=True)
+class _Band:
+    """A sliding window cut into ``n`` chunks of ``c`` queries. Chunk t holds queries
+    ``t c ... t c + c - 1`` and sees keys ``t c - left ... t c + c - 1 + right``: its scores
+    are ``(c, c + left + right)``, so all of them together take O(L (c + left + right))."""
+
+    n: int
+    c: int
+    left: int
+    right: int
+
+    @classmethod
+    def of(cls, L: int, window: int, is_causal: bool, block_size: int | None) -> "_Band":
+        w = min(window, L - 1)                                          # a wider window sees nothing more
+        c = min(L, max(w, 1) if block_size is None else block_size)
+        return cls(-(-L // c), c, w, 0 if is_causal else w)
+
+    def chunks(self, x: torch.Tensor) -> torch.Tensor:
+        """(..., L, E) -> (..., n, c, E), zero rows past the end."""
+        x = F.pad(x, (0, 0, 0, self.n * self.c - x.shape[-2]))          # (..., n c, E)
+        return x.unflatten(-2, (self.n, self.c))                         # (..., n, c, E)
+
+    def bands(self, x: torch.Tensor) -> torch.Tensor:
+        """(..., L, E) -> (..., n, c + left + right, E): the rows each chunk sees, zero outside [0, L)."""
+        after = self.n * self.c - x.shape[-2] + self.right
+        x = F.pad(x, (0, 0, self.left, after))                          # (..., left + n c + right, E)
+        return x.unfold(-2, self.c + self.left + self.right, self.c).transpose(-2, -1)  # (..., n, band, E)
+
+    def positions(self, device) -> tuple[torch.Tensor, torch.Tensor]:
+        """Absolute query positions (n, c, 1) and key positions (n, 1, band) of every chunk."""
+        qi = torch.arange(self.n * self.c, device=device).view(self.n, self.c, 1)           # (n, c, 1)
+        band = torch.arange(self.c + self.left + self.right, device=device)
+        kj = qi[:, :1] - self.left + band                                                 # (n, 1, band)
+        return qi, kj
+
+    def allowed(self, L: int, mask, device) -> torch.Tensor:
+        """(n, c, band) bool, or (..., n, c, band) with a mask: inside the window and inside [0, L)."""
+        qi, kj = self.positions(device)
+        ok = (kj >= qi - self.left) & (kj <= qi + self.right) & (kj >= 0) & (kj < L) & (qi < L)
+        return ok if mask is None else ok & _gather_mask(mask, qi, kj, L, L)
+
+
+def _check_window(name: str, q, k, v, mask, window, block_size) -> None:
+    check_attention_inputs(q, k, v, mask)
+    check_self_attention(name, q, k, v)
+    check_nonnegative_int("window", window)
+    if block_size is not None:
+        check_positive_int("block_size", block_size)
+
+
+def local_attention(q, k, v, *, window: int, mask=None, is_causal=False, scale=None,
+                    block_size: int | None = None, dropout_p: float = 0.0):
+    """Sliding-window (local) self-attention: query i sees keys j with ``|i - j| <= window``
+    (causal: ``i - window <= j <= i``), computed chunk by chunk, never as an L x L matrix.
+
+    Math: ``softmax(Q K^T * scale, masked to the band) V``: `naive_attention` under `band_mask`.
+    Cost: time O(L (c + 2w) D), memory O(L (c + 2w)) with w = window and c = block_size
+    (default w), i.e. O(L w) against O(L^2) for full attention.
+    Shapes: q (..., L, D), k (..., L, D), v (..., L, Dv) -> (..., L, Dv); needs L == S.
+    ``block_size``: queries per chunk (default ``max(window, 1)``); ``mask``: optional bool,
+    True = may attend, broadcastable to (..., L, L), read only inside the band.
+
+    >>> q = k = v = torch.randn(1, 2, 10, 4)
+    >>> local_attention(q, k, v, window=2).shape
+    torch.Size([1, 2, 10, 4])
+    """
+    _check_window("local_attention", q, k, v, mask, window, block_size)
+    L = q.shape[-2]
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    band = _Band.of(L, window, is_causal, block_size)
+    scores = band.chunks(q) @ band.bands(k).transpose(-2, -1) * scale       # (..., n, c, band)
+    weights = _masked_softmax(scores, band.allowed(L, mask, q.device))      # (..., n, c, band)
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+    out = weights @ band.bands(v)                                           # (..., n, c, Dv)
+    return out.flatten(-3, -2)[..., :L, :]                                  # (..., L, Dv)
+
+
+def longformer_attention(q, k, v, *, window: int, global_tokens, mask=None, is_causal=False,
+                         scale=None, block_size: int | None = None, dropout_p: float = 0.0):
+    """Longformer attention: a sliding window plus global tokens that attend to every key and
+    that every query attends to (causal: only global tokens in the past, ``j <= i``).
+
+    Math: `naive_attention` under `longformer_mask`; exact, computed in three parts: every
+    query against its band (global keys left out) and the g global keys in one softmax,
+    then the g global queries against all keys.
+    Cost: time O(L (c + 2w + 2g) D), memory O(L (c + 2w + g)); c = block_size (default w).
+    Shapes: q (..., L, D), k (..., L, D), v (..., L, Dv) -> (..., L, Dv); needs L == S.
+    ``global_tokens``: positions (a list or a long tensor, each in [0, L)); ``mask`` as in
+    `local_attention`.
+    """
+    _check_window("longformer_attention", q, k, v, mask, window, block_size)
+    L = q.shape[-2]
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    g = _global_index(global_tokens, L, q.device)                          # (g,)
+    band = _Band.of(L, window, is_causal, block_size)
+    # 1. every query: its band without the global keys (so none counts twice), and the global keys
+    q_c = band.chunks(q)                                                    # (..., n, c, D)
+    k_g, v_g = k[..., None, g, :], v[..., None, g, :]                       # (..., 1, g, D), (..., 1, g, Dv)
+    scores = torch.cat([q_c @ band.bands(k).transpose(-2, -1), q_c @ k_g.transpose(-2, -1)],
+                       dim=-1) * scale                                     # (..., n, c, band + g)
+    weights = _masked_softmax(scores, _longformer_allowed(band, g, L, mask, is_causal, q.device))
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+    w_band, w_glob = weights.split([scores.shape[-1] - len(g), len(g)], dim=-1)
+    out = (w_band @ band.bands(v) + w_glob @ v_g).flatten(-3, -2)[..., :L, :]  # (..., L, Dv)
+    # 2. the global queries: full rows
+    keys = torch.arange(L, device=q.device)
+    rows = keys <= g[:, None] if is_causal else None                       # (g, L)
+    if mask is not None:
+        picked = _gather_mask(mask, g[:, None], keys, L, L)                 # (..., g, L)
+        rows = picked if rows is None else picked & rows
+    out_g = naive_attention(q[..., g, :], k, v, mask=rows, scale=scale, dropout_p=dropout_p)  # (..., g, Dv)
+    return out.index_copy(-2, g, out_g)                                     # (..., L, Dv)
+
+
+def _longformer_allowed(band: _Band, g, L: int, mask, is_causal: bool, device) -> torch.Tensor:
+    """(n, c, band + g) bool, or (..., n, c, band + g) with a mask: band keys that are not
+    global, then the global keys (causal: those at or before the query)."""
+    qi, kj = band.positions(device)
+    is_global = torch.zeros(L, dtype=torch.bool, device=device).index_fill(0, g, True)   # (L,)
+    in_band = band.allowed(L, mask, device) & ~is_global[kj.clamp(0, L - 1)]           # (..., n, c, band)
+    to_global = (qi < L) & ((g <= qi) | (not is_causal))                                # (n, c, g)
+    if mask is not None:
+        to_global = to_global & _gather_mask(mask, qi, g, L, L)                          # (..., n, c, g)
+    return torch.cat([in_band, to_global], dim=-1)
+
+
+class LinformerAttention(nn.Module):
+    """Linformer (Wang et al. 2020): learned projections ``E, F (k x seq_len)`` shorten the
+    keys and values along the length axis, then softmax attention runs against k rows.
+
+    Math: ``softmax(Q (E K)^T * scale) (F V)``; ``E, F`` start as ``N(0, 1/k)`` entries
+    (the paper's Johnson-Lindenstrauss choice); ``share_kv=True`` uses one matrix for both.
+    Cost: time O(L k D + S k D), memory O(L k), against O(L S) for full attention.
+    Shapes: q (..., L, D), k (..., seq_len, D), v (..., seq_len, Dv) -> (..., L, Dv).
+
+    Not causal: every projected key mixes all ``seq_len`` positions, future ones included,
+    so no mask on the k projected keys can hide the future; ``is_causal=True`` raises, as
+    does a ``mask`` (it would have to act before the projection). Use it as a kernel by
+    passing an instance, ``MultiHeadAttention(d, h, kernel=LinformerAttention(L, 32))``:
+    it becomes a submodule and trains. Its parameters are shared by all heads, and by all
+    layers given the same instance (the paper's "layerwise sharing").
+
+    >>> lin = LinformerAttention(seq_len=10, k=4)
+    >>> lin(torch.randn(2, 3, 10, 8), torch.randn(2, 3, 10, 8), torch.randn(2, 3, 10, 8)).shape
+    torch.Size([2, 3, 10, 8])
+    """
+
+    def __init__(self, seq_len: int, k: int, *, share_kv: bool = False):
+        super().__init__()
+        self.seq_len, self.proj_len = check_positive_int("seq_len", seq_len), check_positive_int("k", k)
+        self.share_kv = share_kv
+        self.E = nn.Parameter(torch.randn(k, seq_len) * k ** -0.5)
+        self.register_parameter("F", None if share_kv else nn.Parameter(torch.randn(k, seq_len) * k ** -0.5))
+
+    def forward(self, q, k, v, *, mask=None, is_causal=False, scale=None, dropout_p: float = 0.0):
+        check_attention_inputs(q, k, v)
+        if is_causal:
+            raise ValueError("LinformerAttention cannot be causal: each projected key mixes all "
+                             f"{self.seq_len} positions, future ones included; use local, linear or "
+                             "performer attention for causal models")
+        check_no_mask("LinformerAttention", mask, "a mask over (L, S) cannot act after the "
+                      "length axis is projected to k rows")
+        if k.shape[-2] != self.seq_len:
+            raise ValueError(f"LinformerAttention was built for seq_len {self.seq_len}, got k length "
+                             f"{k.shape[-2]}; expected q (B,H,L,D), k (B,H,{self.seq_len},D), "
+                             f"v (B,H,{self.seq_len},Dv), got {tuple(q.shape)}, {tuple(k.shape)}, "
+                             f"{tuple(v.shape)}")
+        proj_v = self.E if self.F is None else self.F
+        k_low = torch.einsum("ps,...sd->...pd", self.E, k)                 # (..., k, D)
+        v_low = torch.einsum("ps,...sd->...pd", proj_v, v)                 # (..., k, Dv)
+        return naive_attention(q, k_low, v_low, scale=scale, dropout_p=dropout_p)
+
+    def extra_repr(self) -> str:
+        return f"seq_len={self.seq_len}, k={self.proj_len}, share_kv={self.share_kv}"
+
+
+# --- kernelized attention: linear (elu + 1) and Performer (FAVOR+) ---------------------
+
+_NO_MASK = "kernelized attention never forms the (L, S) scores, so an arbitrary mask cannot apply"
+
+
+def _nonzero(den: torch.Tensor) -> torch.Tensor:
+    """Guard a normaliser against underflow to 0 (changes nothing otherwise)."""
+    return den.clamp_min(torch.finfo(den.dtype).tiny)
+
+
+def _kernelized(phi_q, phi_k, v) -> torch.Tensor:
+    """Non-causal ``phi(Q) (phi(K)^T V) / phi(Q) (phi(K)^T 1)``: no (L, S) matrix.
+    Shapes: phi_q (..., L, m), phi_k (..., S, m), v (..., S, Dv) -> (..., L, Dv)."""
+    kv = phi_k.transpose(-2, -1) @ v                                       # (..., m, Dv)
+    z = phi_k.sum(dim=-2).unsqueeze(-1)                                    # (..., m, 1)
+    return (phi_q @ kv) / _nonzero(phi_q @ z)                              # (..., L, Dv)
+
+
+def _kernelized_causal(phi_q, phi_k, v, *, chunk_size: int, log_keys: bool = False) -> torch.Tensor:
+    """Causal kernelized attention by chunked prefix sums (linear and Performer attention).
+
+    Within a chunk, the masked (c, c) product ``tril(phi(Q_c) phi(K_c)^T)``; across chunks,
+    the running state ``S = sum_j phi(k_j) v_j^T`` (m, Dv) and ``z = sum_j phi(k_j)`` (m, 1).
+    Memory per head O(c^2 + c m + m Dv) without autograd (with it, one state per chunk).
+    ``log_keys``: phi_k holds log-features, exponentiated chunk by chunk against the running
+    maximum so far (the state is rescaled when it grows): stable, it cancels in the ratio,
+    and no later chunk can underflow an earlier one. Queries and keys align at the top left.
+    Shapes: phi_q (..., L, m), phi_k (..., S, m), v (..., S, Dv) -> (..., L, Dv).
+    """
+    *batch, L, m = phi_q.shape
+    S, z, top = phi_q.new_zeros(*batch, m, v.shape[-1]), phi_q.new_zeros(*batch, m, 1), None
+    outs = []
+    for t in range(0, L, chunk_size):
+        qc = phi_q[..., t:t + chunk_size, :]                                # (..., c, m)
+        kc, vc = phi_k[..., t:t + chunk_size, :], v[..., t:t + chunk_size, :]  # (..., c', m), (..., c', Dv)
+        if log_keys and kc.shape[-2]:
+            kc, S, z, top = _exp_running_max(kc, S, z, top)
+        scores = (qc @ kc.transpose(-2, -1)).tril()                         # (..., c, c'): j <= i
+        num = qc @ S + scores @ vc                                          # (..., c, Dv)
+        den = qc @ z + scores.sum(dim=-1, keepdim=True)                     # (..., c, 1)
+        outs.append(num / _nonzero(den))
+        S = S + kc.transpose(-2, -1) @ vc                                   # (..., m, Dv)
+        z = z + kc.sum(dim=-2).unsqueeze(-1)                                # (..., m, 1)
+    return torch.cat(outs, dim=-2)                                          # (..., L, Dv)
+
+
+def _exp_running_max(log_kc, S, z, top):
+    """``exp(log_kc - M)``, M the running max of the log-features so far (detached, it cancels);
+    (S, z) rescaled from the old M to the new one."""
+    new = log_kc.detach().amax(dim=(-2, -1), keepdim=True)                 # (..., 1, 1)
+    if top is not None:
+        new = torch.maximum(new, top)
+        shrink = torch.exp(top - new)                                       # <= 1
+        S, z = S * shrink, z * shrink
+    return torch.exp(log_kc - new), S, z, new
+
+
+def _elu_features(q, k, scale):
+    """phi(x) = elu(x) + 1 > 0 of ``q * scale`` and ``k`` (scale None: 1, as in the paper)."""
+    q = q if scale is None else q * scale
+    return F.elu(q) + 1, F.elu(k) + 1
+
+
+def linear_attention(q, k, v, *, mask=None, is_causal=False, scale=None, chunk_size: int = 64):
+    """Linear attention (Katharopoulos et al. 2020): softmax's ``exp(q.k)`` replaced by
+    ``phi(q).phi(k)`` with ``phi(x) = elu(x) + 1``, so the product can be reordered.
+
+    Math: ``out_i = phi(q_i)^T sum_j phi(k_j) v_j^T / phi(q_i)^T sum_j phi(k_j)``, sums over
+    all j, or j <= i when causal (chunked prefix sums, `linear_attention_recurrent` is the
+    same function step by step).
+    Cost: time O((L + S) D Dv), plus O(L c D) causal; memory O(D Dv + L Dv), causal per
+    chunk O(c^2 + c D + D Dv); never O(L S).
+    Shapes: q (..., L, D), k (..., S, D), v (..., S, Dv) -> (..., L, Dv).
+    ``scale`` multiplies q before the feature map (default None: 1, not 1/sqrt(D));
+    ``chunk_size``: positions per chunk of the causal prefix sums. No ``mask``: the (L, S)
+    scores are never formed.
+    """
+    check_attention_inputs(q, k, v)
+    check_no_mask("linear_attention", mask, _NO_MASK)
+    check_positive_int("chunk_size", chunk_size)
+    phi_q, phi_k = _elu_features(q, k, scale)                              # (..., L, D), (..., S, D)
+    if is_causal:
+        return _kernelized_causal(phi_q, phi_k, v, chunk_size=chunk_size)
+    return _kernelized(phi_q, phi_k, v)
+
+
+class LinearAttentionState(NamedTuple):
+    """The constant-size memory of causal linear attention after some steps."""
+
+    S: torch.Tensor   # (..., D, Dv): sum_j phi(k_j) v_j^T
+    z: torch.Tensor   # (..., D): sum_j phi(k_j)
+
+
+def linear_attention_recurrent(q, k, v, *, state: LinearAttentionState | None = None, scale=None,
+                               return_state: bool = False):
+    """Causal `linear_attention` as an RNN: one step per position, a state of constant size.
+
+    Math: ``S_t = S_{t-1} + phi(k_t) v_t^T``, ``z_t = z_{t-1} + phi(k_t)``,
+    ``out_t = S_t^T phi(q_t) / z_t . phi(q_t)``, ``phi(x) = elu(x) + 1``.
+    Cost: time O(L D Dv); memory O(D Dv) for the state whatever L (plus the outputs).
+    Shapes: q (..., L, D), k (..., L, D), v (..., L, Dv) -> (..., L, Dv); with
+    ``return_state`` also the final `LinearAttentionState`, which a later call takes as
+    ``state`` to continue the stream.
+
+    >>> q = k = v = torch.randn(1, 1, 6, 4)
+    >>> out, st = linear_attention_recurrent(q[..., :3, :], k[..., :3, :], v[..., :3, :], return_state=True)
+    >>> rest = linear_attention_recurrent(q[..., 3:, :], k[..., 3:, :], v[..., 3:, :], state=st)
+    >>> torch.allclose(torch.cat([out, rest], -2), linear_attention(q, k, v, is_causal=True), atol=1e-6)
+    True
+    """
+    check_attention_inputs(q, k, v)
+    check_self_attention("linear_attention_recurrent", q, k, v)
+    *batch, L, D = q.shape
+    if state is None:
+        state = LinearAttentionState(q.new_zeros(*batch, D, v.shape[-1]), q.new_zeros(*batch, D))
+    check_shape("state.S", state.S, (*batch, D, v.shape[-1]), "(..., D, Dv)")
+    check_shape("state.z", state.z, (*batch, D), "(..., D)")
+    phi_q, phi_k = _elu_features(q, k, scale)                              # (..., L, D) each
+    S, z = state
+    outs = []
+    for t in range(L):
+        S = S + phi_k[..., t, :, None] * v[..., t, None, :]                 # (..., D, Dv)
+        z = z + phi_k[..., t, :]                                            # (..., D)
+        num = (phi_q[..., t, :, None] * S).sum(dim=-2)                      # (..., Dv)
+        den = (phi_q[..., t, :] * z).sum(dim=-1, keepdim=True)              # (..., 1)
+        outs.append(num / _nonzero(den))
+    out = torch.stack(outs, dim=-2) if outs else v.new_zeros(*batch, 0, v.shape[-1])  # (..., L, Dv)
+    return (out, LinearAttentionState(S, z)) if return_state else out
+
+
+def _as_generator(generator):
+    """None (the global RNG), a torch.Generator, or an int seed for a fresh CPU generator."""
+    if generator is None or isinstance(generator, torch.Generator):
+        return generator
+    if isinstance(generator, int) and not isinstance(generator, bool):
+        return torch.Generator().manual_seed(generator)
+    raise TypeError("generator must be None, a torch.Generator or an int seed, "
+                    f"got {type(generator).__name__}")
+
+
+def orthogonal_random_features(num_features: int, dim: int, *, generator=None, dtype=None,
+                               device=None) -> torch.Tensor:
+    """FAVOR+ projections ``W (num_features, dim)``: blocks of ``dim`` orthogonal rows (QR of
+    a Gaussian matrix), each row's norm redrawn from chi(dim) so that rows are marginally
+    ``N(0, I)``, as in Choromanski et al. (2021). Drawn in float64 on the generator's device.
+    ``generator``: None (global RNG), a ``torch.Generator`` or an int seed.
+    """
+    check_positive_int("num_features", num_features)
+    check_positive_int("dim", dim)
+    gen = _as_generator(generator)
+    where = gen.device if gen is not None else torch.device("cpu")
+    gauss = torch.randn(-(-num_features // dim), dim, dim, generator=gen, dtype=torch.float64,
+                        device=where)                                      # (blocks, D, D)
+    Q, R = torch.linalg.qr(gauss)
+    Q = Q * R.diagonal(dim1=-2, dim2=-1).sign().unsqueeze(-2)              # fix QR's signs: Haar
+    rows = Q.transpose(-2, -1).reshape(-1, dim)[:num_features]             # (m, D), unit rows
+    norms = torch.randn(num_features, dim, generator=gen, dtype=torch.float64,
+                        device=where).norm(dim=-1, keepdim=True)           # (m, 1) ~ chi(D)
+    return (rows * norms).to(device=device, dtype=dtype or torch.get_default_dtype())
+
+
+def _favor_log(x, w):
+    """log phi(x) = ``w x - |x|^2 / 2 - log(m) / 2``. Shapes: x (..., L, D), w (m, D) -> (..., L, m)."""
+    return x @ w.transpose(-2, -1) - x.pow(2).sum(dim=-1, keepdim=True) / 2 - math.log(w.shape[0]) / 2
+
+
+def favor_features(x, w):
+    """FAVOR+ positive random features ``phi(x) = exp(w x - |x|^2 / 2) / sqrt(m)``, unbiased:
+    ``E[phi(x) . phi(y)] = exp(x . y)`` for rows of w drawn N(0, I). Unstabilised (for
+    analysis; `performer_attention` subtracts maxima). Shapes: x (..., L, D), w (m, D) -> (..., L, m)."""
+    return torch.exp(_favor_log(x, w))
+
+
+def performer_attention(q, k, v, *, num_features: int, mask=None, is_causal=False, generator=None,
+                        scale=None, chunk_size: int = 64):
+    """Performer attention (FAVOR+, Choromanski et al. 2021): softmax attention estimated with
+    positive orthogonal random features, in linear time.
+
+    Math: ``exp(q.k * scale) ~= phi(q').phi(k')`` with ``x' = x sqrt(scale)`` (scale 1/sqrt(D):
+    x D^-1/4) and ``phi`` = `favor_features` over `orthogonal_random_features`; then as
+    `linear_attention`, causal by the same chunked prefix sums. Maxima are subtracted in the
+    exponents for stability (per query, and a running one over the keys): they cancel.
+    Cost: time O((L + S) m D + (L + S) m Dv), plus O(L c m) causal; memory O((L + S) m + m Dv),
+    never O(L S); m = num_features.
+    Shapes: q (..., L, D), k (..., S, D), v (..., S, Dv) -> (..., L, Dv).
+    ``generator``: None draws fresh features from the global RNG on every call; a
+    ``torch.Generator`` continues its stream; an int seed gives the same features every call.
+    No ``mask``: the (L, S) scores are never formed.
+    """
+    check_attention_inputs(q, k, v)
+    check_no_mask("performer_attention", mask, _NO_MASK)
+    check_positive_int("chunk_size", chunk_size)
+    D = q.shape[-1]
+    root = (D ** -0.5 if scale is None else scale) ** 0.5                   # half the scale on q, half on k
+    w = orthogonal_random_features(num_features, D, generator=generator, dtype=q.dtype, device=q.device)
+    log_q, log_k = _favor_log(q * root, w), _favor_log(k * root, w)        # (..., L, m), (..., S, m)
+    phi_q = torch.exp(log_q - log_q.detach().amax(dim=-1, keepdim=True))   # per-query constant: cancels
+    if is_causal:
+        return _kernelized_causal(phi_q, log_k, v, chunk_size=chunk_size, log_keys=True)
+    phi_k = torch.exp(log_k - log_k.detach().amax(dim=(-2, -1), keepdim=True))  # one per head: cancels
+    return _kernelized(phi_q, phi_k, v)
+
+
 KERNELS: dict[str, Kernel] = {
     "naive": naive_attention,
     "sdpa": sdpa,
     "flash": flash_attention,
+    # 12.5, with defaults for the book's series (a few hundred steps); call the functions
+    # themselves for other windows or feature counts.
+    "local": partial(local_attention, window=16),
+    "longformer": partial(longformer_attention, window=16, global_tokens=(0,)),
+    "linear": linear_attention,
+    "performer": partial(performer_attention, num_features=128, generator=0),  # seed 0: fixed features
 }
 
 

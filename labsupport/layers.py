@@ -23,7 +23,8 @@ class MultiHeadAttention(nn.Module):
     Shapes: x (B, L, d_model), context (B, S, d_model) (default: x) -> (B, L, d_model).
 
     ``kernel`` is a name in `labsupport.attention.KERNELS` (``"sdpa"``, ``"naive"``, ...)
-    or a callable with the kernel signature. ``position`` is an optional
+    or a callable with the kernel signature, or an ``nn.Module`` with that signature such as
+    ``LinformerAttention(seq_len, k)``, which becomes a submodule. ``position`` is an optional
     `labsupport.positional.AttentionPosition` (RoPE, ALiBi, T5 or Transformer-XL
     relative positions) applied to every head; ``positions`` (L,) or (B, L) and
     ``key_positions`` then give the tokens' positions (default: indices, queries last).
@@ -45,7 +46,9 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
         self.kernel = get_kernel(kernel)
         self.dropout = dropout
-        takes = inspect.signature(self.kernel).parameters
+        # an nn.Module kernel (LinformerAttention) is now a submodule, so it trains; read its forward
+        takes = inspect.signature(self.kernel.forward if isinstance(self.kernel, nn.Module)
+                                  else self.kernel).parameters
         self._kernel_takes_dropout = "dropout_p" in takes
         if position is not None and position.needs_bias and "bias" not in takes:
             raise ValueError(f"{type(position).__name__} adds a bias to the scores, which kernel "

@@ -73,3 +73,33 @@ def check_rank(name: str, x: torch.Tensor, rank: int, legend: str) -> None:
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() != rank:
         raise ValueError(f"{name} must be {legend} ({rank} dims), got shape {_shape(x)}")
+
+
+def check_nonnegative_int(name: str, value) -> int:
+    """Return ``value`` if it is an int >= 0, else raise naming the argument."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    return value
+
+
+def check_self_attention(kernel: str, q, k, v) -> None:
+    """Raise unless keys and queries have one length (L == S), as sliding windows need."""
+    if q.shape[-2] != k.shape[-2]:
+        raise ValueError(f"{kernel} needs self-attention, L == S: k length {k.shape[-2]} != q length "
+                         f"{q.shape[-2]}; expected q (B,H,L,D), k (B,H,L,D), v (B,H,L,Dv), "
+                         f"got {_shape(q)}, {_shape(k)}, {_shape(v)}")
+
+
+def check_no_mask(kernel: str, mask, why: str) -> None:
+    """Raise for a mask given to a kernel that cannot apply one; ``why`` says why not."""
+    if mask is not None:
+        got = f"shape {_shape(mask)}" if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise ValueError(f"{kernel} takes no mask (got {got}): {why}")
+
+
+def check_shape(name: str, t, expected: tuple, legend: str) -> None:
+    """Raise unless tensor ``t`` has exactly the shape ``expected``; ``legend`` names its dims."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if tuple(t.shape) != tuple(expected):
+        raise ValueError(f"{name} shape {_shape(t)} != expected {legend} = {tuple(expected)}")
