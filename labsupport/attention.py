@@ -120,10 +120,12 @@ def flash_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=Non
     check_positive_int("block_size", block_size)
     L, S = q.shape[-2], k.shape[-2]
     scale = q.shape[-1] ** -0.5 if scale is None else scale
-    blocks = [_flash_query_block(q, k, v, slice(i, min(i + block_size, L)), mask, bias,
-                                 is_causal, scale, block_size)
-              for i in range(0, L, block_size)]
-    return torch.cat(blocks, dim=-2)                                      # (..., L, Dv)
+    out = q.new_empty(*q.shape[:-1], v.shape[-1])                         # (..., L, Dv)
+    for i in range(0, L, block_size):
+        rows = slice(i, min(i + block_size, L))
+        out[..., rows, :] = _flash_query_block(q, k, v, rows, mask, bias, is_causal, scale,
+                                               block_size)
+    return out
 
 
 def _flash_query_block(q, k, v, rows, mask, bias, is_causal, scale, block_size):
@@ -652,6 +654,46 @@ def performer_attention(q, k, v, *, num_features: int, mask=None, is_causal=Fals
         return _kernelized_causal(phi_q, log_k, v, chunk_size=chunk_size, log_keys=True)
     phi_k = torch.exp(log_k - log_k.detach().amax(dim=(-2, -1), keepdim=True))  # one per head: cancels
     return _kernelized(phi_q, phi_k, v)
+
+
+_BACKEND_OPS = {           # the aten op each SDPA backend dispatches to
+    "flash": "flash_attention", "efficient": "efficient_attention",
+    "cudnn": "cudnn_attention", "math": "attention_math",
+}
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Silence C++ writes to file descriptor 2 (the profiler logs its start and stop)."""
+    import os
+    import sys
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def sdpa_backend_used(q, k, v, *, is_causal=False) -> str:
+    """Which backend ``F.scaled_dot_product_attention`` ran for these inputs, as the
+    profiler saw it: ``"flash"``, ``"efficient"``, ``"cudnn"`` or ``"math"``."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if q.is_cuda:
+        activities.append(ProfilerActivity.CUDA)
+    with torch.no_grad(), _quiet_stderr(), profile(activities=activities) as prof:
+        sdpa(q, k, v, is_causal=is_causal)
+    names = {event.name for event in prof.events()}
+    for backend, op in _BACKEND_OPS.items():
+        if any(op in name for name in names):
+            return backend
+    return "unknown"
 
 
 KERNELS: dict[str, Kernel] = {

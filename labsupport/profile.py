@@ -30,6 +30,16 @@ PRESETS = {
         "encoding_epochs": 6,
         "encoding_stride": 4,
         "encoding_width": 32,
+        # 12.4 long sequences and memory
+        "wall_lengths": (512, 1024, 2048, 4096, 8192, 16384),
+        "wall_budget": 1.2e9,                # bytes; skip naive points whose model exceeds it
+        "fused_lengths": (1024, 2048, 4096, 8192),
+        "final_lengths": (4096, 8192, 16384),
+        "flash_block": 256,
+        "context_days": (1, 7, 14, 28),
+        "context_epochs": 5,
+        "context_stride": 8,
+        "segment_totals": (512, 1024, 2048, 4096),
     },
     "gpu": {
         "bottleneck_steps": 1500,
@@ -39,6 +49,16 @@ PRESETS = {
         "encoding_epochs": 20,
         "encoding_stride": 1,
         "encoding_width": 64,
+        # 12.4: no budget, so the naive sweep runs into the out-of-memory wall
+        "wall_lengths": (4096, 8192, 16384, 32768, 65536, 131072, 262144),
+        "wall_budget": None,
+        "fused_lengths": (4096, 8192, 16384, 32768),
+        "final_lengths": (16384, 32768, 65536, 131072),
+        "flash_block": 1024,
+        "context_days": (1, 7, 28, 91, 364),
+        "context_epochs": 20,
+        "context_stride": 1,
+        "segment_totals": (2048, 4096, 8192, 16384),
     },
 }
 

@@ -31,3 +31,26 @@ def _fmt(value, spec) -> str:
     if spec is None:
         return str(value)
     return spec(value) if callable(spec) else spec.format(value)
+
+
+def sweep_table(rows, *, flops: bool = False) -> None:
+    """Print `labsupport.timing.cost_sweep` rows: time median (min-max), measured peak,
+    the model where there is one, and why a point did not run."""
+    from .timing import format_bytes
+
+    def ms(r):
+        if r["status"] != "ok":
+            return r["status"]
+        return f"{r['time_s'] * 1e3:.1f} ({r['time_min'] * 1e3:.1f}-{r['time_max'] * 1e3:.1f})"
+
+    headers = ["kernel", "L", "time ms (min-max)", "peak (measured)", "model"]
+    headers += ["TFLOP/s"] if flops else []
+    out = []
+    for r in rows:
+        measured = format_bytes(r["peak_bytes"]) if r["status"] == "ok" else r["note"]
+        model = format_bytes(r["model_bytes"]) if r["model_bytes"] is not None else "-"
+        row = [r["kernel"], r["length"], ms(r), measured, model]
+        if flops:
+            row.append(f"{r['tflops']:.3f}" if r.get("tflops") else "-")
+        out.append(row)
+    table(headers, out)

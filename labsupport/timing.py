@@ -340,3 +340,15 @@ def _sweep_point(name, kernel, length, make_inputs, backward, reps, budget, mode
     del inputs
     _free_cuda()
     return row
+
+
+def sweep_exponent(rows, kernel: str, key: str = "time_s", *, last: int = 3) -> float:
+    """Fitted power-law exponent of ``key`` against length over a kernel's last
+    ``last`` measured points of a `cost_sweep` (the upper lengths)."""
+    points = [(r["length"], r[key]) for r in rows
+              if r["kernel"] == kernel and r["status"] == "ok" and r[key]]
+    if len(points) < 2:
+        raise ValueError(f"kernel {kernel!r} has {len(points)} measured points of {key!r}; "
+                         "a fit needs at least 2")
+    lengths, values = zip(*points)
+    return fit_power_law(lengths, values, last=last)[0]

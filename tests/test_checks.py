@@ -193,3 +193,38 @@ def test_hour_features():
     expect(checks.hour_features(lambda h: torch.stack([h / 24, h / 24], -1)), False, "repeat every 24")
     expect(checks.hour_features(lambda h: torch.stack([torch.sin(2 * m.pi * h / 12),
                                                        torch.cos(2 * m.pi * h / 12)], -1)), False, "use sin")
+
+
+# --- 12.4 ------------------------------------------------------------------------------
+
+def online(rescale_acc=True, rescale_l=True, shift=True):
+    def step(m, l, acc, scores, v):
+        m_new = torch.maximum(m, scores.amax(-1, keepdim=True))
+        p = (scores - (m_new if shift else 0)).exp()
+        fix = (m - m_new).exp() if shift else torch.ones_like(m)
+        l = (l * fix if rescale_l else l) + p.sum(-1, keepdim=True)
+        acc = (acc * fix if rescale_acc else acc) + p @ v
+        return m_new, l, acc
+    return step
+
+
+def test_online_step():
+    expect(checks.online_step(online()), True, "exp(m_old - m_new)")
+    expect(checks.online_step(online(rescale_acc=False)), False, "multiply the old l and the old acc")
+    expect(checks.online_step(online(rescale_l=False)), False, "multiply the old l and the old acc")
+    expect(checks.online_step(online(shift=False)), False, "subtract the running maximum")
+
+
+def test_compress_mean():
+    B = lambda s, r: s.shape[0]
+    expect(checks.compress_mean(lambda s, r: s.view(B(s, r), -1, r, s.shape[-1]).mean(2)), True, "mean")
+    expect(checks.compress_mean(lambda s, r: s[:, ::r]), False, "every 4th state")
+    expect(checks.compress_mean(lambda s, r: s.view(B(s, r), r, -1, s.shape[-1]).mean(1)), False,
+           "consecutive")
+    expect(checks.compress_mean(lambda s, r: s.view(B(s, r), -1, r, s.shape[-1]).sum(2)), False, "mean")
+
+
+def test_patch_count():
+    expect(checks.patch_count(lambda L, P, S: (L - P) // S + 1), True, "+ 1")
+    expect(checks.patch_count(lambda L, P, S: (L - P) // S), False, "one short")
+    expect(checks.patch_count(lambda L, P, S: L // S), False, "inside the lookback")
