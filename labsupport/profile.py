@@ -40,6 +40,11 @@ PRESETS = {
         "context_epochs": 5,
         "context_stride": 8,
         "segment_totals": (512, 1024, 2048, 4096),
+        # the lab
+        "lab_stride": 4,                     # every 4th training window
+        "lab_epochs": 4,
+        "lab_tokens": (64, 128, 256, 512, 1024, 2048),
+        "lab_budget": 1.5e9,
     },
     "gpu": {
         "bottleneck_steps": 1500,
@@ -59,6 +64,10 @@ PRESETS = {
         "context_epochs": 20,
         "context_stride": 1,
         "segment_totals": (2048, 4096, 8192, 16384),
+        "lab_stride": 1,
+        "lab_epochs": 30,
+        "lab_tokens": (256, 512, 1024, 2048, 4096, 8192, 16384, 32768),
+        "lab_budget": None,
     },
 }
 

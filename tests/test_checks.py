@@ -228,3 +228,10 @@ def test_patch_count():
     expect(checks.patch_count(lambda L, P, S: (L - P) // S + 1), True, "+ 1")
     expect(checks.patch_count(lambda L, P, S: (L - P) // S), False, "one short")
     expect(checks.patch_count(lambda L, P, S: L // S), False, "inside the lookback")
+
+
+def test_elu_feature_map():
+    expect(checks.elu_feature_map(lambda x: torch.nn.functional.elu(x) + 1), True, "elu(x) + 1")
+    expect(checks.elu_feature_map(torch.nn.functional.elu), False, "add 1")
+    expect(checks.elu_feature_map(lambda x: torch.relu(x) + 1), False, "not relu")
+    expect(checks.elu_feature_map(lambda x: x), False, "positive")

@@ -8,9 +8,10 @@ from .self_attention import attention_weights, causal_attention, score_matrix_by
 from .transformer import block_parameters, feed_forward, peeks, pre_norm_block, seasonal_naive
 from .positional import alibi_slopes, hour_features, rotate_pairs, sinusoidal
 from .long_sequences import compress_mean, online_step, patch_count
+from .lab import elu_feature_map
 
 __all__ = ["CHECKS", "NOT_ANSWERED", "CheckResult", "Hint", "check",
            "attention_weights", "causal_attention", "score_matrix_bytes", "split_heads",
            "feed_forward", "pre_norm_block", "peeks", "seasonal_naive", "block_parameters",
            "sinusoidal", "rotate_pairs", "alibi_slopes", "hour_features",
-           "online_step", "compress_mean", "patch_count"]
+           "online_step", "compress_mean", "patch_count", "elu_feature_map"]
