@@ -7,8 +7,10 @@ from .core import CHECKS, NOT_ANSWERED, CheckResult, Hint, check
 from .self_attention import attention_weights, causal_attention, score_matrix_bytes, split_heads
 from .transformer import block_parameters, feed_forward, peeks, pre_norm_block, seasonal_naive
 from .positional import alibi_slopes, hour_features, rotate_pairs, sinusoidal
+from .efficient import blocked_local_attention, decayed_linear_attention, positive_features
 
 __all__ = ["CHECKS", "NOT_ANSWERED", "CheckResult", "Hint", "check",
            "attention_weights", "causal_attention", "score_matrix_bytes", "split_heads",
            "feed_forward", "pre_norm_block", "peeks", "seasonal_naive", "block_parameters",
-           "sinusoidal", "rotate_pairs", "alibi_slopes", "hour_features"]
+           "sinusoidal", "rotate_pairs", "alibi_slopes", "hour_features",
+           "positive_features", "blocked_local_attention", "decayed_linear_attention"]
