@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .attention import LinformerAttention
 from .data import patchify
 from .layers import TransformerEncoder
 from .positional import make_attention_position, make_positional_encoding
@@ -285,6 +286,9 @@ class PatchTransformer(nn.Module):
     tokens) or ``rope``, ``alibi``, ``relative`` (T5 buckets; inside attention), see
     `labsupport.positional`. ``positions`` (N,) or (B, N) may give each token a real
     time (irregular sampling); default the token index.
+    ``kernel``: a name in `labsupport.attention.KERNELS`, a kernel function, or a module
+    such as ``LinformerAttention(seq_len=n_patches, k)`` (with ``causal=False``), shared
+    by every layer and head.
     ``time_features=F`` expects ``time (B, L + T, F)``: calendar features of every input
     step and of every step to forecast (the calendar is known in advance). Each token
     gets its patch's mean features, and the head gets the horizon's.
@@ -313,6 +317,15 @@ class PatchTransformer(nn.Module):
         self.patch_len, self.stride, self.causal, self.head_kind = patch_len, stride, causal, head
         self.pos_encoding, self.time_features = pos_encoding, time_features
         self.n_patches = (lookback - patch_len) // stride + 1
+        if isinstance(kernel, LinformerAttention):      # fail here, not in the first forward
+            if kernel.seq_len != self.n_patches:
+                raise ValueError(f"LinformerAttention(seq_len={kernel.seq_len}) does not fit this "
+                                 f"model's {self.n_patches} patch tokens; build it with "
+                                 f"LinformerAttention(seq_len={self.n_patches}, k=...)")
+            if causal:
+                raise ValueError("LinformerAttention cannot be causal (each projected key mixes "
+                                 "every token); pass causal=False: the head still forecasts "
+                                 "only from the window, so nothing leaks")
         self.revin = InstanceNorm(channels) if revin else None
         self.embed = nn.Linear(patch_len, d_model)
         self.position = make_positional_encoding(pos_encoding, d_model=d_model, max_len=self.n_patches)

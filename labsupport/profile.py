@@ -45,6 +45,16 @@ PRESETS = {
         "lab_epochs": 4,
         "lab_tokens": (64, 128, 256, 512, 1024, 2048),
         "lab_budget": 1.5e9,
+        # 12.5 efficient attention
+        "efficient_lengths": (256, 512, 1024, 2048, 4096),
+        "efficient_flash_lengths": (256, 512, 1024, 2048),  # Python tiles: slow
+        "efficient_budget": 200e6,           # bytes: naive points above it are skipped
+        "performer_features": (16, 32, 64, 128, 256, 512, 1024),
+        "efficient_epochs": 4,
+        "efficient_stride": 4,
+        "efficient_width": 32,
+        "stream_steps": 150,                 # training steps of the streaming forecaster
+        "stream_lengths": (500, 2000, 8000),
     },
     "gpu": {
         "bottleneck_steps": 1500,
@@ -68,6 +78,16 @@ PRESETS = {
         "lab_epochs": 30,
         "lab_tokens": (256, 512, 1024, 2048, 4096, 8192, 16384, 32768),
         "lab_budget": None,
+        # 12.5 efficient attention
+        "efficient_lengths": (1024, 2048, 4096, 8192, 16384, 32768, 65536),
+        "efficient_flash_lengths": (1024, 2048, 4096, 8192),
+        "efficient_budget": 16e9,
+        "performer_features": (16, 32, 64, 128, 256, 512, 1024, 2048),
+        "efficient_epochs": 10,
+        "efficient_stride": 1,
+        "efficient_width": 64,
+        "stream_steps": 600,
+        "stream_lengths": (1000, 4000, 16000),
     },
 }
 

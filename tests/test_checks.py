@@ -235,3 +235,83 @@ def test_elu_feature_map():
     expect(checks.elu_feature_map(torch.nn.functional.elu), False, "add 1")
     expect(checks.elu_feature_map(lambda x: torch.relu(x) + 1), False, "not relu")
     expect(checks.elu_feature_map(lambda x: x), False, "positive")
+# 12.5 Efficient and sparse attention
+
+def test_positive_features():
+    import math as m
+    right = lambda x, w: torch.exp(x @ w.T - x.pow(2).sum(-1, keepdim=True) / 2) / m.sqrt(w.shape[0])
+    expect(checks.positive_features(right), True, "within 5%")
+    expect(checks.positive_features(lambda x, w: right(x, w) * m.sqrt(w.shape[0])), False, "divide by sqrt(m)")
+    expect(checks.positive_features(lambda x, w: torch.exp(x @ w.T) / m.sqrt(w.shape[0])), False,
+           "subtract |x|^2 / 2")
+    expect(checks.positive_features(lambda x, w: torch.sin(x @ w.T) / m.sqrt(w.shape[0])), False, "positive")
+    expect(checks.positive_features(lambda x, w: torch.exp(x @ w.T)[:, :3]), False, "shape (5, 7)")
+    expect(checks.positive_features(lambda x, w: right(x, w) + 1.0), False, "exp(w x - |x|^2 / 2)")
+
+
+def blocked(previous=True, band=True, causal=True, full=False):
+    """Block-local attention through SDPA, right (defaults) and typically wrong."""
+    import torch.nn.functional as F
+
+    def fn(q, k, v, block):
+        B, H, L, D = q.shape
+        if full:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        n = L // block
+        qb = q.view(B, H, n, block, D)                                  # (B, H, n, c, D)
+        pad = [F.pad(t, (0, 0, block, 0)).view(B, H, n + 1, block, -1) for t in (k, v)]
+        k2, v2 = (torch.cat([t[:, :, :-1], t[:, :, 1:]], dim=-2) for t in pad)  # (B, H, n, 2c, D)
+        i = torch.arange(block)[:, None] + block
+        j = torch.arange(2 * block)[None, :]
+        mask = ((j <= i) | (not causal)) & ((j >= i - block) | (not band))   # (c, 2c)
+        if not previous:
+            mask = mask & (j >= block)
+        mask = mask.expand(n, block, 2 * block).clone()
+        mask[0] &= j >= block                                            # no block before the first
+        return F.scaled_dot_product_attention(qb, k2, v2, attn_mask=mask).view(B, H, L, -1)
+    return fn
+
+
+def test_blocked_local_attention():
+    from labsupport.attention import local_attention, naive_attention
+    expect(checks.blocked_local_attention(blocked()), True, "largest tensor")
+    expect(checks.blocked_local_attention(blocked(full=True)), False, "full causal attention")
+    expect(checks.blocked_local_attention(blocked(previous=False, band=False)), False, "block before it")
+    expect(checks.blocked_local_attention(blocked(band=False)), False, "mask the band")
+    expect(checks.blocked_local_attention(blocked(causal=False)), False, "(the future)")
+    through_full = lambda q, k, v, block: local_attention(q, k, v, window=block, is_causal=True) + 0 * (
+        naive_attention(q, k, v).sum())
+    expect(checks.blocked_local_attention(through_full), False, "as big as the full (L, L) scores")
+    expect(checks.blocked_local_attention(lambda q, k, v, block: v * 0), False, "keys i - block .. i")
+
+
+def decayed(phi=True, include_now=True, decay_z=True, new_only=False):
+    """Decayed causal linear attention by its recurrence, right (defaults) and typically wrong."""
+    import torch.nn.functional as F
+
+    def fn(q, k, v, gamma):
+        fq, fk = (F.elu(q) + 1, F.elu(k) + 1) if phi else (q, k)
+        S, z, outs = q.new_zeros(q.shape[-1], v.shape[-1]), q.new_zeros(q.shape[-1]), []
+        for t in range(q.shape[0]):
+            if not include_now:
+                outs.append(fq[t] @ S / (fq[t] @ z).clamp_min(1e-30))
+            if new_only:                                   # decays the new term, not the past
+                S, z = S + gamma * torch.outer(fk[t], v[t]), z + gamma * fk[t]
+            else:
+                S = gamma * S + torch.outer(fk[t], v[t])
+                z = (gamma if decay_z else 1.0) * z + fk[t]
+            if include_now:
+                outs.append(fq[t] @ S / (fq[t] @ z))
+        return torch.stack(outs)
+    return fn
+
+
+def test_decayed_linear_attention():
+    expect(checks.decayed_linear_attention(decayed()), True, "state-space recurrence")
+    expect(checks.decayed_linear_attention(decayed(phi=False)), False, "elu(x) + 1")
+    expect(checks.decayed_linear_attention(decayed(include_now=False)), False, "attends to itself")
+    expect(checks.decayed_linear_attention(decayed(decay_z=False)), False, "normaliser z")
+    expect(checks.decayed_linear_attention(decayed(new_only=True)), False, "gamma changed nothing")
+    expect(checks.decayed_linear_attention(lambda q, k, v, g: v * g), False, "causal linear_attention")
+    expect(checks.decayed_linear_attention(lambda q, k, v, g: decayed()(q, k, v, g ** 2)), False,
+           "gamma^(t - j)")

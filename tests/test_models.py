@@ -331,3 +331,21 @@ def test_patch_transformer_lengths_and_weights():
         PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, pos_encoding="rotary")
     with pytest.raises(ValueError, match="head must be 'last' or 'flatten'"):
         PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, head="mean")
+
+
+def test_patch_transformer_takes_a_linformer_instance():
+    from labsupport.attention import LinformerAttention
+    n = build("patch").n_patches
+    lin = LinformerAttention(seq_len=n, k=4)
+    model = PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, patch_len=8, stride=4, d_model=16,
+                             n_heads=2, n_layers=2, d_ff=32, kernel=lin, causal=False)
+    names = [name for name, _ in model.named_parameters()]
+    assert sum(name.endswith("kernel.E") for name in names) == 1           # one instance, shared
+    model(torch.randn(3, LOOKBACK, 1)).pow(2).mean().backward()
+    assert lin.E.grad is not None and lin.E.grad.abs().sum() > 0               # it trains
+    with pytest.raises(ValueError, match=r"does not fit this model's 11 patch tokens; build it "
+                                         r"with LinformerAttention\(seq_len=11"):
+        PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, patch_len=8, stride=4,
+                         kernel=LinformerAttention(seq_len=12, k=4), causal=False)
+    with pytest.raises(ValueError, match="cannot be causal.*pass causal=False"):
+        PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, patch_len=8, stride=4, kernel=lin)
