@@ -33,9 +33,12 @@ def _fmt(value, spec) -> str:
     return spec(value) if callable(spec) else spec.format(value)
 
 
-def sweep_table(rows, *, flops: bool = False) -> None:
+def sweep_table(rows, *, flops: bool = False, resolution: float = 1e6) -> None:
     """Print `labsupport.timing.cost_sweep` rows: time median (min-max), measured peak,
-    the model where there is one, and why a point did not run."""
+    the model where there is one, and why a point did not run. Peaks below
+    ``resolution`` bytes print as "< 1.0 MB": the CPU's resident-set measurement is
+    page-granular and shares the process with everything else, so it does not resolve
+    them (CUDA's allocator statistics do, but the bound is still true)."""
     from .timing import format_bytes
 
     def ms(r):
@@ -43,11 +46,18 @@ def sweep_table(rows, *, flops: bool = False) -> None:
             return r["status"]
         return f"{r['time_s'] * 1e3:.1f} ({r['time_min'] * 1e3:.1f}-{r['time_max'] * 1e3:.1f})"
 
+    def peak(r):
+        if r["status"] != "ok":
+            return r["note"]
+        if r["peak_bytes"] is not None and r["peak_bytes"] < resolution:
+            return f"< {format_bytes(resolution)}"        # below what the measurement resolves
+        return format_bytes(r["peak_bytes"])
+
     headers = ["kernel", "L", "time ms (min-max)", "peak (measured)", "model"]
     headers += ["TFLOP/s"] if flops else []
     out = []
     for r in rows:
-        measured = format_bytes(r["peak_bytes"]) if r["status"] == "ok" else r["note"]
+        measured = peak(r)
         model = format_bytes(r["model_bytes"]) if r["model_bytes"] is not None else "-"
         row = [r["kernel"], r["length"], ms(r), measured, model]
         if flops:
