@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: book test notebooks clean
+.PHONY: book test notebooks student clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ test: $(STAMP)
 ## Re-execute the notebooks in place (refresh the committed outputs)
 notebooks: $(STAMP)
 	$(BIN)/python tools/execute_notebooks.py
+
+## Student versions of every notebook, solutions removed: student/chapters/
+student: $(STAMP)
+	$(BIN)/python tools/make_student.py
 
 clean:
 	rm -rf _build .pytest_cache

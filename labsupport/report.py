@@ -8,6 +8,11 @@ rows sum to one      True
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import torch
+
 WIDTH = 58
 
 
@@ -64,3 +69,39 @@ def sweep_table(rows, *, flops: bool = False, resolution: float = 1e6) -> None:
             row.append(f"{r['tflops']:.3f}" if r.get("tflops") else "-")
         out.append(row)
     table(headers, out)
+
+
+def machine_name(device=None) -> str:
+    """A short name of the device a measurement ran on, for labels and saved sweeps."""
+    import os
+    import platform
+
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"CPU, {os.cpu_count()} cores ({platform.machine()})"
+
+
+def save_sweep(rows, path, *, title: str = "", device=None, profile: str = "") -> Path:
+    """Write `cost_sweep` rows to a JSON file, with where and how they were measured."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = dict(title=title, device=machine_name(device), profile=profile,
+                  torch=torch.__version__, rows=list(rows))
+    path.write_text(json.dumps(record, indent=1))
+    return path
+
+
+def load_sweep(path) -> dict:
+    """Read a sweep written by `save_sweep`; a clear error if it is not one."""
+    path = Path(path)
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"cannot read a saved sweep from {path}: {err}") from err
+    missing = {"rows", "device"} - set(record) if isinstance(record, dict) else {"rows"}
+    rows = record.get("rows", []) if isinstance(record, dict) else []
+    if missing or not all({"kernel", "length", "status"} <= set(r) for r in rows):
+        raise ValueError(f"{path} is not a saved sweep: expected keys 'device' and 'rows', "
+                         "each row with 'kernel', 'length' and 'status'")
+    return record

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 
 @dataclass(frozen=True)
@@ -232,6 +233,27 @@ def is_out_of_memory(err: BaseException) -> bool:
         return True
     text = str(err).lower()
     return isinstance(err, RuntimeError) and ("out of memory" in text or "can't allocate" in text)
+
+
+class LargestTensor(TorchDispatchMode):
+    """Inside ``with LargestTensor() as probe:``, records the largest tensor any operator
+    returns (backward included): ``probe.numel`` elements, ``probe.nbytes`` of storage.
+
+    A structural check, not a measurement of memory: it proves that no (L, L) tensor
+    was ever built, at sizes far below what a peak-memory reading can resolve.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.numel = self.nbytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor):
+                self.numel = max(self.numel, t.numel())
+                self.nbytes = max(self.nbytes, t.untyped_storage().nbytes())
+        return out
 
 
 def attention_inputs(length: int, *, batch: int = 1, heads: int = 1, head_dim: int = 64,

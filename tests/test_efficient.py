@@ -2,7 +2,6 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from conftest import tol
 from labsupport.attention import (KERNELS, LinearAttentionState, LinformerAttention, band_mask, causal_mask,
@@ -11,6 +10,7 @@ from labsupport.attention import (KERNELS, LinearAttentionState, LinformerAttent
                                   orthogonal_random_features, performer_attention)
 from labsupport.layers import MultiHeadAttention
 from labsupport.positional import ALiBi, RotaryEmbedding
+from labsupport.timing import LargestTensor
 
 
 def qkv(L, S=None, D=8, Dv=6, B=2, H=3, dtype=torch.float32, seed=0, grad=False):
@@ -91,26 +91,11 @@ def test_local_with_dropout_drops_and_rescales():
                               local_attention(q, k, v, window=2))
 
 
-class LargestAllocation(TorchDispatchMode):
-    """Records the largest storage (bytes) that any operator produces, backward included."""
-
-    def __init__(self):
-        super().__init__()
-        self.largest = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in out if isinstance(out, (tuple, list)) else (out,):
-            if isinstance(t, torch.Tensor):
-                self.largest = max(self.largest, t.untyped_storage().nbytes())
-        return out
-
-
 def largest_allocation(fn, L):
     q, k, v = qkv(L, D=8, Dv=8, B=1, H=1, grad=True)
-    with LargestAllocation() as probe:
+    with LargestTensor() as probe:
         fn(q, k, v).sum().backward()
-    return probe.largest
+    return probe.nbytes
 
 
 SUBQUADRATIC = {

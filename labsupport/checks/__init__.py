@@ -3,7 +3,8 @@ verdict that prints as ``[PASS] ...`` or ``[TRY AGAIN] ...: <a specific hint>``.
 
 Every check runs the student's function on fixed inputs and never raises.
 """
-from .core import CHECKS, NOT_ANSWERED, CheckResult, Hint, check
+from . import reference
+from .core import CHECKS, NOT_ANSWERED, CheckResult, Hint, check, yours_or_reference
 from .self_attention import attention_weights, causal_attention, score_matrix_bytes, split_heads
 from .transformer import block_parameters, feed_forward, peeks, pre_norm_block, seasonal_naive
 from .positional import alibi_slopes, hour_features, rotate_pairs, sinusoidal
@@ -11,7 +12,7 @@ from .long_sequences import compress_mean, online_step, patch_count
 from .lab import elu_feature_map
 from .efficient import blocked_local_attention, decayed_linear_attention, positive_features
 
-__all__ = ["CHECKS", "NOT_ANSWERED", "CheckResult", "Hint", "check",
+__all__ = ["CHECKS", "NOT_ANSWERED", "CheckResult", "Hint", "check", "yours_or_reference", "reference",
            "attention_weights", "causal_attention", "score_matrix_bytes", "split_heads",
            "feed_forward", "pre_norm_block", "peeks", "seasonal_naive", "block_parameters",
            "sinusoidal", "rotate_pairs", "alibi_slopes", "hour_features",

@@ -69,3 +69,17 @@ def expect_tensor(value, shape, what: str) -> torch.Tensor:
 def close(a, b, tol: float = 1e-6) -> bool:
     return isinstance(a, torch.Tensor) and a.shape == b.shape and torch.allclose(
         a.double(), b.double(), atol=tol, rtol=tol)
+
+
+def yours_or_reference(check_fn, answer, reference):
+    """``answer`` if it passes ``check_fn``, else ``reference``, saying so.
+
+    Later cells that build on an exercise use this, so that a student notebook still
+    runs top to bottom while the exercise is unanswered or wrong.
+    """
+    result = check_fn(answer)
+    if result.passed:
+        return answer
+    print(f"(not yet passing {result.exercise!r}: the cells below use the book's reference "
+          "version until yours passes its check)")
+    return reference

@@ -5,9 +5,9 @@ import math
 
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..attention import linear_attention, local_attention, naive_attention
+from ..timing import LargestTensor
 from .core import Hint, check, close, expect_tensor
 
 
@@ -46,21 +46,6 @@ def positive_features(fn):
             "is within 5% of exp(x . y)")
 
 
-class _Largest(TorchDispatchMode):
-    """Records the largest number of elements of any tensor an operation returns."""
-
-    def __init__(self):
-        super().__init__()
-        self.largest = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in out if isinstance(out, (tuple, list)) else (out,):
-            if isinstance(t, torch.Tensor):
-                self.largest = max(self.largest, t.numel())
-        return out
-
-
 def _blocks_wrong(q, k, v, block, *, previous=True, band=True):
     """Causal attention within each block and (optionally) the block before it, with or
     without the band limit i - block <= j: the typical wrong versions, via masks."""
@@ -80,7 +65,7 @@ def blocked_local_attention(fn):
     B, H, L, D, block = 2, 3, 64, 8, 8
     q, k, v = (torch.randn(B, H, L, D, generator=g) for _ in range(3))
     right = local_attention(q, k, v, window=block, is_causal=True)
-    with _Largest() as probe:
+    with LargestTensor() as probe:
         got = fn(q, k, v, block)
     got = expect_tensor(got, (B, H, L, D), f"blocked_local_attention(q (2, 3, {L}, 8), ..., "
                         f"block={block})")
@@ -100,12 +85,12 @@ def blocked_local_attention(fn):
             raise Hint("outputs before position 37 changed when values after it changed: the "
                        "mask must also hide keys j > i (the future)")
         raise Hint("query i should attend to keys i - block .. i (softmax over those only)")
-    if probe.largest >= B * H * L * L // 2:
-        raise Hint(f"the values are right, but a tensor of {probe.largest} elements was built, "
+    if probe.numel >= B * H * L * L // 2:
+        raise Hint(f"the values are right, but a tensor of {probe.numel} elements was built, "
                    f"as big as the full (L, L) scores ({B * H * L * L}): cut q into blocks and "
                    "give each block only its two key blocks")
     return (f"equal to local_attention(window={block}, is_causal=True); the largest tensor "
-            f"had {probe.largest} elements, against {B * H * L * L} for the full scores")
+            f"had {probe.numel} elements, against {B * H * L * L} for the full scores")
 
 
 def _decayed(q, k, v, gamma, *, phi=True, decay_z=True, include_now=True):

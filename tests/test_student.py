@@ -1,0 +1,95 @@
+"""The student versions (`make student`): no solution code, and each runs top to bottom."""
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+from make_student import BEGIN, END, strip_solution_code, student_version  # noqa: E402
+
+from labsupport.checks import NOT_ANSWERED  # noqa: E402
+
+NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
+
+
+def solution_lines(nb):
+    """The distinctive lines of every solution: those found nowhere else in the notebook."""
+    inside, lines = False, set()
+    for cell in nb.cells:
+        for line in cell.source.splitlines():
+            if line.strip() in (BEGIN, END):
+                inside = line.strip() == BEGIN
+            elif inside and line.strip():
+                lines.add(line.strip())
+    elsewhere = "\n".join(cell.source for cell in nb.cells if BEGIN not in cell.source)
+    return {line for line in lines if line not in elsewhere}
+
+
+def student_text(nb):
+    return "\n".join(cell.source for cell in nb.cells)
+
+
+@pytest.fixture(scope="module")
+def student_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("student")
+    chapters = out / "chapters"
+    chapters.mkdir()
+    for path in NOTEBOOKS:
+        nbformat.write(student_version(nbformat.read(path, as_version=4), path.name),
+                       chapters / path.name)
+    return chapters
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_student_version_has_no_solution_code(path, student_dir):
+    book = nbformat.read(path, as_version=4)
+    student = nbformat.read(student_dir / path.name, as_version=4)
+    text = student_text(student)
+    for marker in (BEGIN, END, "{solution-start}", "{solution-end}"):
+        assert marker not in text, f"{path.name}: {marker!r} left in the student version"
+    leaked = [line for line in solution_lines(book) if line in text]
+    assert not leaked, f"{path.name}: solution lines left: {leaked}"
+    exercises = [c for c in book.cells if BEGIN in c.source]
+    stubs = [c for c in student.cells if "raise NotImplementedError" in c.source
+             and c.metadata.get("nbgrader", {}).get("solution")]
+    assert len(stubs) == len(exercises) >= 2, f"{path.name}: {len(stubs)} stubs for {len(exercises)} exercises"
+    assert text.count("```{exercise}") == student_text(book).count("```{exercise}")
+    assert all(not c.get("outputs") for c in student.cells if c.cell_type == "code")
+
+
+def test_stub_keeps_indentation_and_rejects_broken_markers():
+    source = f"def f(x):\n    {BEGIN}\n    return x\n    {END}\n"
+    assert strip_solution_code(source, "t") == "def f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError"
+    for broken in (f"{BEGIN}\nx = 1\n", f"x = 1\n{END}\n", f"{BEGIN}\n{BEGIN}\n{END}\n"):
+        with pytest.raises(ValueError, match="SOLUTION"):
+            strip_solution_code(broken, "t")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_student_version_runs_top_to_bottom(path, student_dir):
+    nb = nbformat.read(student_dir / path.name, as_version=4)
+    NotebookClient(nb, timeout=900, kernel_name="python3",
+                   resources={"metadata": {"path": str(student_dir)}}).execute()
+    checks = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("checks.")]
+    assert checks, "no self-check cells"
+    for cell in checks:
+        shown = " ".join("".join(o.get("data", {}).get("text/plain", "") + o.get("text", "")
+                                 for o in cell.outputs).split())      # undo the line wrapping
+        assert "[TRY AGAIN]" in shown and NOT_ANSWERED in shown, \
+            f"{path.name}: {cell.source!r} printed {shown!r}"
+
+
+def test_instructor_page_lists_every_exercise_and_function():
+    page = (ROOT / "instructor.md").read_text()
+    for path in NOTEBOOKS:
+        text = student_text(nbformat.read(path, as_version=4))
+        numbers = re.findall(r"```\{exercise\} (12\.\d\.\d|Lab step \d)", text)
+        assert numbers, path.name
+        for number in numbers:
+            assert number.lower() in page.lower(), f"instructor.md does not list {number}"
+        for function in re.findall(r"^checks\.\w+\((\w+)\)", text, flags=re.M):
+            assert f"`{function}(" in page, f"instructor.md does not list `{function}`"

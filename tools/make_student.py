@@ -1,0 +1,93 @@
+"""Write the student version of every notebook: solutions removed, everything else kept.
+
+    python tools/make_student.py                       # chapters/*.ipynb -> student/chapters/
+    python tools/make_student.py --out /tmp/hw chapters/12_1_self_attention.ipynb
+
+In each exercise's code cell the lines between ``### BEGIN SOLUTION`` and
+``### END SOLUTION`` become ``raise NotImplementedError`` (the nbgrader convention),
+the solution dropdown around the cell is removed, and outputs are cleared. The cell
+keeps its nbgrader metadata, so the student version also works as an nbgrader source.
+An unanswered exercise raises only when its function is called: its self-check then
+says "not answered yet", and cells that build on it use the book's reference version,
+so a student notebook runs top to bottom.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+DROPDOWN = re.compile(r"\n*```\{solution-(?:start|end)\}[^\n]*\n(?::[^\n]*\n)*```[ \t]*\n?")
+STUB = "# YOUR CODE HERE\nraise NotImplementedError"
+
+
+def strip_solution_code(source: str, where: str) -> str:
+    """Replace each BEGIN/END SOLUTION region by the stub, at the marker's indentation."""
+    lines, out, inside = source.splitlines(), [], False
+    for line in lines:
+        marker = line.strip()
+        if marker == BEGIN:
+            if inside:
+                raise ValueError(f"{where}: {BEGIN!r} inside an open solution")
+            inside = True
+            indent = line[: len(line) - len(line.lstrip())]
+            out.extend(indent + stub_line for stub_line in STUB.splitlines())
+        elif marker == END:
+            if not inside:
+                raise ValueError(f"{where}: {END!r} without {BEGIN!r}")
+            inside = False
+        elif not inside:
+            out.append(line)
+    if inside:
+        raise ValueError(f"{where}: {BEGIN!r} is never closed by {END!r}")
+    return "\n".join(out)
+
+
+def student_version(nb, name: str = "notebook"):
+    """A copy of ``nb`` without solutions, outputs or widget state."""
+    nb = nbformat.from_dict(nb)
+    cells = []
+    for index, cell in enumerate(nb.cells):
+        where = f"{name}, cell {index}"
+        if cell.cell_type == "code":
+            if BEGIN in cell.source:
+                cell.source = strip_solution_code(cell.source, where)
+            cell.outputs, cell.execution_count = [], None
+            cell.metadata.pop("execution", None)
+        elif cell.cell_type == "markdown" and "{solution-" in cell.source:
+            cell.source = DROPDOWN.sub("\n", cell.source).strip()
+            if "{solution" in cell.source:
+                raise ValueError(f"{where}: a solution block this tool does not recognise")
+            if not cell.source:
+                continue                                   # the dropdown's closing cell
+        cells.append(cell)
+    nb.cells = cells
+    nb.metadata.pop("widgets", None)
+    return nb
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="*", type=Path,
+                        help="default: every notebook in chapters/")
+    parser.add_argument("--out", type=Path, default=ROOT / "student",
+                        help="output folder; notebooks land in OUT/chapters/ (default: student/)")
+    args = parser.parse_args(argv)
+    paths = args.notebooks or sorted((ROOT / "chapters").glob("*.ipynb"))
+    target = args.out / "chapters"
+    target.mkdir(parents=True, exist_ok=True)
+    for path in paths:
+        nb = student_version(nbformat.read(path, as_version=4), path.name)
+        nbformat.write(nb, target / path.name)
+        print(f"{target / path.name}: {sum(BEGIN in c.source for c in nbformat.read(path, 4).cells)} "
+              "exercises left for the student")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
