@@ -112,3 +112,45 @@ def test_workflows_run_the_test_command_and_the_gpu_check():
     assert "gpu-out/html" in paths and "gpu-out/report.md" in paths and "gpu-out/report.json" in paths
     assert all(s.get("if") == "always()" for s in uploads)
     assert "workflow_dispatch" in gpu[True]                 # YAML 1.1 reads the key `on` as True
+
+
+def test_peak_gpu_memory_survives_the_notebooks_own_resets(monkeypatch):
+    """The plugin's kernel-side code, run here against a fake CUDA torch: a notebook that
+    resets the peak statistics (as labsupport.timing.peak_memory does) keeps its peak."""
+    import importlib.util
+    import types
+    spec = importlib.util.spec_from_file_location("nbval_report", ROOT / "tools" / "nbval_report.py")
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+
+    gpu = dict(peak=0, reserved=0)                            # the fake allocator's statistics
+
+    def original_reset(device=None):
+        gpu.update(peak=1e9, reserved=2e9)                    # what is still allocated
+
+    torch = types.ModuleType("torch")
+    cuda = types.ModuleType("torch.cuda")
+    memory = types.ModuleType("torch.cuda.memory")
+    utils = types.ModuleType("torch.cuda._utils")
+    memory.reset_peak_memory_stats = cuda.reset_peak_memory_stats = original_reset
+    utils._get_device_index = lambda device, optional=False: 0
+    cuda.memory, cuda._utils, torch.cuda = memory, utils, cuda
+    cuda.is_available, cuda.current_device = (lambda: True), (lambda: 0)
+    cuda.get_device_name = lambda i: "Fake GPU"
+    cuda.max_memory_allocated = lambda i=None: gpu["peak"]
+    cuda.max_memory_reserved = lambda i=None: gpu["reserved"]
+    torch.__version__, torch.version = "0.0+fake", types.SimpleNamespace(cuda="12.9")
+    for name, module in (("torch", torch), ("torch.cuda", cuda), ("torch.cuda.memory", memory),
+                         ("torch.cuda._utils", utils)):
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(sys, "_nbval_report", None, raising=False)
+
+    exec(plugin.KERNEL_SETUP, {})                             # before the first cell
+    gpu.update(peak=5e9, reserved=6e9)                        # a cell peaks at 5 GB
+    cuda.reset_peak_memory_stats("cuda")                      # a measurement resets the stats
+    gpu.update(peak=3e9, reserved=4e9)                        # later cells stay lower
+    exec(plugin.KERNEL_SUMMARY, {})                           # after the last cell
+    info = json.loads(sys._nbval_report)
+    assert info["device"] == "Fake GPU" and info["torch"] == "0.0+fake" and info["cuda"] == "12.9"
+    assert info["peak_gpu_allocated"] == 5e9 and info["peak_gpu_reserved"] == 6e9
+    assert memory.reset_peak_memory_stats.__wrapped__ is original_reset

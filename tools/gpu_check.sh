@@ -86,10 +86,11 @@ if [ -z "$PY" ]; then
     PY="$VENV/bin/python"
     if ! "$PY" -c "import torch" 2>/dev/null; then
         echo "gpu_check: torch is missing; installing it${WHEELS:+ from $WHEELS}"
-        pip_install torch
+        pip_install torch || die "could not install torch${WHEELS:+ from $WHEELS (it needs torch and its dependencies)}"
     fi
     echo "gpu_check: installing what is missing from requirements-gpu.txt${WHEELS:+ (offline)}"
-    pip_install -r requirements-gpu.txt
+    pip_install -r requirements-gpu.txt \
+        || die "could not install requirements-gpu.txt${WHEELS:+ from $WHEELS (see the README: pip download)}"
 fi
 command -v "$PY" >/dev/null || [ -x "$PY" ] || die "no python interpreter $PY"
 
