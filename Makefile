@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: book test notebooks student clean
+.PHONY: book test notebooks student gpu-check clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,5 +30,10 @@ notebooks: $(STAMP)
 student: $(STAMP)
 	$(BIN)/python tools/make_student.py
 
+## Re-execute every notebook on this machine's GPU under nbval, build the book from it,
+## write a report: gpu-out/ (tools/gpu_check.sh; GPU_CHECK_ARGS="--wheels DIR" offline)
+gpu-check:
+	tools/gpu_check.sh $(GPU_CHECK_ARGS)
+
 clean:
-	rm -rf _build .pytest_cache
+	rm -rf _build .pytest_cache gpu-out

@@ -38,13 +38,18 @@ def _fmt(value, spec) -> str:
     return spec(value) if callable(spec) else spec.format(value)
 
 
-def sweep_table(rows, *, flops: bool = False, resolution: float = 1e6) -> None:
+def sweep_table(rows, *, flops: bool = False, peak_tflops: float | None = None,
+                peak_label: str = "bf16 peak", resolution: float = 1e6) -> None:
     """Print `labsupport.timing.cost_sweep` rows: time median (min-max), measured peak,
     the model where there is one, and why a point did not run. Peaks below
     ``resolution`` bytes print as "< 1.0 MB": the CPU's resident-set measurement is
     page-granular and shares the process with everything else, so it does not resolve
-    them (CUDA's allocator statistics do, but the bound is still true)."""
-    from .timing import format_bytes
+    them (CUDA's allocator statistics do, but the bound is still true).
+
+    ``flops`` adds the achieved TFLOP/s; ``peak_tflops`` (the device's measured peak,
+    `labsupport.timing.matmul_peak_tflops`) adds it and the fraction of that peak, in
+    a column headed ``% of {peak_label}``."""
+    from .timing import add_peak_fraction, format_bytes
 
     def ms(r):
         if r["status"] != "ok":
@@ -58,8 +63,11 @@ def sweep_table(rows, *, flops: bool = False, resolution: float = 1e6) -> None:
             return f"< {format_bytes(resolution)}"        # below what the measurement resolves
         return format_bytes(r["peak_bytes"])
 
+    if peak_tflops is not None:
+        rows, flops = add_peak_fraction(rows, peak_tflops), True
     headers = ["kernel", "L", "time ms (min-max)", "peak (measured)", "model"]
     headers += ["TFLOP/s"] if flops else []
+    headers += [f"% of {peak_label}"] if peak_tflops is not None else []
     out = []
     for r in rows:
         measured = peak(r)
@@ -67,6 +75,8 @@ def sweep_table(rows, *, flops: bool = False, resolution: float = 1e6) -> None:
         row = [r["kernel"], r["length"], ms(r), measured, model]
         if flops:
             row.append(f"{r['tflops']:.3f}" if r.get("tflops") else "-")
+        if peak_tflops is not None:
+            row.append(f"{100 * r['peak_fraction']:.1f}" if r["peak_fraction"] else "-")
         out.append(row)
     table(headers, out)
 

@@ -265,14 +265,29 @@ def attention_inputs(length: int, *, batch: int = 1, heads: int = 1, head_dim: i
 
 
 def attention_flops(length: int, *, batch: int = 1, heads: int = 1, head_dim: int = 64,
-                    is_causal: bool = False) -> float:
-    """A model of forward attention's floating-point operations: ``4 B H L^2 D``.
+                    is_causal: bool = False, keys: int | None = None) -> float:
+    """A model of forward attention's floating-point operations: ``4 B H L K D``.
 
-    Two matrix products (``Q K^T`` and ``P V``) of ``2 L^2 D`` each; half with a causal
-    mask when the kernel skips the masked half. Softmax and scaling are ignored.
+    Two matrix products (``Q K^T`` and ``P V``) of ``2 L K D`` each, where ``K`` is the
+    number of keys each query reads: ``L`` for exact attention (the default), half of
+    that with a causal mask when the kernel skips the masked half. Softmax and scaling
+    are ignored. For the efficient kernels pass the keys they read instead, e.g.
+    ``2 * window + 1`` (local), ``2 * k`` (Linformer: the projections of K and V cost
+    as much as attending to ``k`` rows), ``head_dim`` (linear attention with
+    ``elu + 1`` features), ``2 * num_features`` (Performer: feature maps, then the
+    reordered product).
+
+    >>> attention_flops(1024, head_dim=64) == 4 * 1024 * 1024 * 64
+    True
+    >>> attention_flops(1024, keys=129) == 4 * 1024 * 129 * 64
+    True
     """
-    flops = 4.0 * batch * heads * length * length * head_dim
-    return flops / 2 if is_causal else flops
+    if keys is None:
+        flops = 4.0 * batch * heads * length * length * head_dim
+        return flops / 2 if is_causal else flops
+    if keys < 1:
+        raise ValueError(f"keys per query must be >= 1, got {keys}")
+    return 4.0 * batch * heads * length * keys * head_dim
 
 
 def _forward_backward(kernel, inputs, kwargs):
@@ -306,7 +321,8 @@ def cost_sweep(kernels, lengths, *, make_inputs=None, backward=False, reps=5,
     of the bytes a point needs; with ``memory_budget`` (bytes) a point whose model
     exceeds the budget is skipped, not run. An out-of-memory error is caught and
     recorded, and the kernel's longer lengths are then skipped; the sweep goes on.
-    ``flops(L)``, if given, adds the achieved ``tflops`` to each measured row.
+    ``flops(L)``, if given, adds the achieved ``tflops`` to each measured row; a mapping
+    name -> ``f(L)`` gives each kernel its own model (kernels without one get None).
 
     Returns one dict per (kernel, length): ``kernel``, ``length``, ``time_s`` (median),
     ``time_min``, ``time_max``, ``peak_bytes`` (measured; None where not measurable),
@@ -325,7 +341,8 @@ def cost_sweep(kernels, lengths, *, make_inputs=None, backward=False, reps=5,
         for length in lengths:
             bar.set_postfix_str(f"{name} L={length}")
             row = _sweep_point(name, kernel, length, make_inputs, backward, reps, memory_budget,
-                               memory_models.get(name), flops, kernel_kwargs, hit_wall)
+                               memory_models.get(name), _flops_for(flops, name), kernel_kwargs,
+                               hit_wall)
             hit_wall = hit_wall or (length if row["status"] == "oom" else None)
             rows.append(row)
             bar.update()
@@ -336,6 +353,13 @@ def cost_sweep(kernels, lengths, *, make_inputs=None, backward=False, reps=5,
               f"{sum(r['status'] == 'skipped' for r in rows)} skipped, "
               f"{sum(r['status'] == 'oom' for r in rows)} out of memory")
     return rows
+
+
+def _flops_for(flops, name):
+    """The flop model of kernel ``name``: ``flops`` itself, or its entry in a mapping."""
+    if flops is None or callable(flops):
+        return flops
+    return flops.get(name)
 
 
 def _sweep_point(name, kernel, length, make_inputs, backward, reps, budget, model, flops,
@@ -374,3 +398,48 @@ def sweep_exponent(rows, kernel: str, key: str = "time_s", *, last: int = 3) -> 
                          "a fit needs at least 2")
     lengths, values = zip(*points)
     return fit_power_law(lengths, values, last=last)[0]
+
+
+# --- the device's matrix-multiply peak -------------------------------------------------------
+
+_PEAK_SIZES = {"cuda": (2048, 4096, 8192, 16384), "cpu": (256, 512, 1024)}
+
+
+def matmul_peak_tflops(device=None, dtype=torch.bfloat16, sizes=None, *, reps: int = 5) -> float:
+    """Measured dense matrix-multiply throughput of ``device`` in ``dtype``: TFLOP/s.
+
+    Times ``n x n @ n x n`` (``2 n^3`` flops) with `time_call` (CUDA events on a GPU)
+    for each ``n`` in ``sizes`` and returns the best median: the peak this device
+    reaches in practice, the yardstick for an attention kernel's achieved TFLOP/s.
+    ``device`` defaults to CUDA when available, else the CPU; ``sizes`` default to
+    2048..16384 on CUDA and 256..1024 on the CPU (bfloat16 can be slow there).
+
+    >>> matmul_peak_tflops("cpu", torch.float32, sizes=(64,)) > 0
+    True
+    """
+    device = torch.device(device if device is not None else
+                          "cuda" if torch.cuda.is_available() else "cpu")
+    if not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a floating-point type, got {dtype}")
+    sizes = tuple(sizes) if sizes is not None else _PEAK_SIZES.get(device.type, _PEAK_SIZES["cpu"])
+    if not sizes or any(int(n) != n or n < 1 for n in sizes):
+        raise ValueError(f"sizes must be positive integers, got {sizes}")
+    g = torch.Generator(device="cpu").manual_seed(0)
+    best = 0.0
+    for n in sizes:
+        a, b = (torch.randn(n, n, generator=g).to(device, dtype) for _ in range(2))
+        out = torch.empty(n, n, device=device, dtype=dtype)
+        seconds = time_call(torch.mm, a, b, out=out, reps=reps, warmup=2, device=device).median
+        best = max(best, 2.0 * n ** 3 / seconds / 1e12)
+        del a, b, out
+    _free_cuda()
+    return best
+
+
+def add_peak_fraction(rows, peak_tflops: float) -> list[dict]:
+    """`cost_sweep` rows with ``peak_fraction``: achieved ``tflops`` / ``peak_tflops``
+    (None where a row has no ``tflops``). The peak is typically `matmul_peak_tflops`."""
+    if not peak_tflops or peak_tflops <= 0:
+        raise ValueError(f"peak_tflops must be positive, got {peak_tflops}")
+    return [{**r, "peak_fraction": r["tflops"] / peak_tflops if r.get("tflops") else None}
+            for r in rows]

@@ -21,3 +21,15 @@ def test_unknown_profile_and_setting(monkeypatch):
 
 def test_presets_share_their_keys():
     assert set(profile.PRESETS["cpu"]) == set(profile.PRESETS["gpu"])
+
+
+def test_gpu_sweeps_reach_the_out_of_memory_wall():
+    """On the largest single GPU (141 GB), the gpu profile's naive sweeps end in OOM:
+    the forward holds 2 float32 L x L matrices (causal: 3), the lab's 2-layer encoder
+    of 8 x 4 heads keeps 3 per layer for backward. Models, not measurements."""
+    gpu, big = profile.PRESETS["gpu"], 141e9
+    assert gpu["wall_budget"] is None and gpu["lab_budget"] is None
+    assert 2 * 4 * max(gpu["wall_lengths"]) ** 2 > big
+    assert 3 * 4 * max(gpu["final_lengths"]) ** 2 > big
+    assert 2 * 3 * 8 * 4 * 4 * max(gpu["lab_tokens"]) ** 2 > big
+    assert 2 * 4 * min(gpu["wall_lengths"]) ** 2 < 1e9       # and start well inside memory

@@ -144,3 +144,106 @@ def test_is_out_of_memory_recognises_allocator_errors():
     assert is_out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried"))
     assert is_out_of_memory(MemoryError())
     assert not is_out_of_memory(RuntimeError("shape mismatch"))
+
+
+def test_cost_sweep_flops_per_kernel():
+    from labsupport.timing import attention_flops, cost_sweep
+    rows = cost_sweep({"a": lambda q, k, v: q, "b": lambda q, k, v: q}, [16],
+                      make_inputs=_tiny_inputs, reps=1, progress=False,
+                      flops={"a": lambda L: attention_flops(L, head_dim=8, keys=3)})
+    assert rows[0]["tflops"] > 0 and rows[1]["tflops"] is None
+    assert attention_flops(10, head_dim=8, keys=3) == 4 * 10 * 3 * 8
+    with pytest.raises(ValueError, match="keys per query"):
+        attention_flops(10, keys=0)
+
+
+# --- the matrix-multiply peak and the fraction of it a kernel reaches -------------------
+
+def test_matmul_peak_tflops_is_the_best_size(monkeypatch):
+    import labsupport.timing as timing
+    from labsupport.timing import Timing
+
+    def fake_time_call(fn, a, b, **kwargs):        # 64: 1 TFLOP/s, 128: 4 TFLOP/s
+        n = a.shape[0]
+        seconds = 2 * n ** 3 / (1e12 if n == 64 else 4e12)
+        return Timing(seconds, seconds, seconds, (seconds,))
+    monkeypatch.setattr(timing, "time_call", fake_time_call)
+    assert timing.matmul_peak_tflops("cpu", torch.float32, sizes=(64, 128)) == pytest.approx(4.0)
+
+
+def test_matmul_peak_tflops_measures_on_cpu_and_rejects_bad_input():
+    from labsupport.timing import matmul_peak_tflops
+    peak = matmul_peak_tflops("cpu", torch.float32, sizes=(64, 128), reps=2)
+    assert 0 < peak < 1e3 and math.isfinite(peak)
+    with pytest.raises(ValueError, match="floating-point"):
+        matmul_peak_tflops("cpu", torch.int32, sizes=(8,))
+    with pytest.raises(ValueError, match="positive integers"):
+        matmul_peak_tflops("cpu", torch.float32, sizes=())
+    with pytest.raises(ValueError, match="positive integers"):
+        matmul_peak_tflops("cpu", torch.float32, sizes=(0, 8))
+
+
+def test_peak_fraction_in_rows_and_in_the_sweep_table(capsys):
+    from labsupport.report import sweep_table
+    from labsupport.timing import add_peak_fraction
+    row = dict(kernel="sdpa", length=64, time_s=1e-3, time_min=1e-3, time_max=1e-3,
+               peak_bytes=2e6, model_bytes=None, tflops=2.0, status="ok", note="")
+    skipped = {**row, "length": 128, "tflops": None, "status": "skipped", "note": "budget"}
+    with_fraction = add_peak_fraction([row, skipped], 8.0)
+    assert [r["peak_fraction"] for r in with_fraction] == [0.25, None]
+    assert "peak_fraction" not in row                       # the input rows are not changed
+    with pytest.raises(ValueError, match="peak_tflops must be positive"):
+        add_peak_fraction([row], 0)
+    sweep_table([row, skipped], peak_tflops=8.0)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("TFLOP/s  % of bf16 peak")
+    assert lines[1].split()[-2:] == ["2.000", "25.0"] and lines[2].split()[-2:] == ["-", "-"]
+
+
+# --- CUDA: events, peak-memory reset, out of memory, the peak (skip without CUDA) -------
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+@needs_cuda
+def test_time_call_on_cuda_waits_for_the_gpu():
+    cycles = 20_000_000                         # torch.cuda._sleep spins the GPU, not the CPU
+    short = time_call(torch.cuda._sleep, cycles, reps=3, device="cuda")
+    long = time_call(torch.cuda._sleep, 4 * cycles, reps=3, device="cuda")
+    assert short.min > 1e-3                     # a CPU timer without a sync would see microseconds
+    assert 3 < long.median / short.median < 5
+
+
+@needs_cuda
+def test_peak_memory_on_cuda_is_reset_between_calls():
+    big = peak_memory(lambda: torch.ones(50_000_000, device="cuda"), device="cuda")      # 200 MB
+    small = peak_memory(lambda: torch.ones(1_000_000, device="cuda"), device="cuda")     # 4 MB
+    assert 200e6 <= big <= 200e6 + 2 ** 21
+    assert 4e6 <= small <= 4e6 + 2 ** 21        # the 200 MB peak did not carry over
+    kept = torch.ones(25_000_000, device="cuda")                # 100 MB allocated before: not counted
+    assert peak_memory(lambda: torch.ones(1_000_000, device="cuda"), device="cuda") <= 4e6 + 2 ** 21
+    del kept
+
+
+@needs_cuda
+def test_cost_sweep_records_cuda_out_of_memory_and_frees_it():
+    from labsupport.attention import naive_attention
+    from labsupport.timing import attention_inputs, cost_sweep
+    torch.cuda.empty_cache()
+    before = torch.cuda.memory_allocated()
+    huge = 2 ** 21                              # one 2M x 2M float32 score matrix: 17.6 TB
+    rows = cost_sweep({"naive": naive_attention}, [1024, huge, 2 * huge], reps=1, progress=False,
+                      make_inputs=lambda L: attention_inputs(L, head_dim=8, device="cuda"))
+    assert [r["status"] for r in rows] == ["ok", "oom", "skipped"]
+    assert rows[0]["peak_bytes"] >= 1024 * 1024 * 4 and "out of memory" in rows[1]["note"].lower()
+    assert torch.cuda.memory_allocated() - before < 2 ** 21
+
+
+@needs_cuda
+def test_matmul_peak_tflops_on_cuda():
+    from labsupport.timing import matmul_peak_tflops
+    fp32 = matmul_peak_tflops("cuda", torch.float32, sizes=(1024, 2048))
+    assert 0.1 < fp32 < 1e4
+    if torch.cuda.get_device_capability() >= (8, 0):    # Ampere on: bf16 tensor cores
+        bf16 = matmul_peak_tflops("cuda", sizes=(2048, 4096))
+        assert bf16 > fp32
