@@ -118,7 +118,7 @@ status=0
 if [ "$HTML" = 1 ]; then
     book="$(mktemp -d)"
     trap 'rm -rf "$book"' EXIT
-    cp -r _config.yml _toc.yml intro.md references.bib _static chapters "$book"/
+    cp -r _config.yml _toc.yml ./*.md references.bib _static chapters "$book"/
     cp "$OUT"/notebooks/*.ipynb "$book/chapters/" 2>/dev/null || true
     "$PY" - "$book/_config.yml" <<'EOF'
 import sys, yaml
