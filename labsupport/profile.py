@@ -1,4 +1,5 @@
-"""Size presets: ``cpu`` (a 2-core laptop, minutes per notebook) and ``gpu`` (bigger sweeps).
+"""Size presets: ``cpu`` (a 2-core laptop, minutes per notebook) and ``gpu`` (bigger sweeps);
+``smoke`` (the least training, only to check that a notebook runs) for tests.
 
 The default is ``gpu`` when CUDA is available and ``cpu`` otherwise; the environment
 variable ``LABSUPPORT_PROFILE`` overrides it (``LABSUPPORT_PROFILE=cpu`` on a GPU
@@ -98,6 +99,19 @@ PRESETS = {
         "stream_steps": 600,
         "stream_lengths": (1000, 4000, 16000),
     },
+}
+# ``smoke``: the cpu sizes with the least training, to check that a notebook runs top to
+# bottom (the test of the student versions uses it). Its results are not for reading:
+# one epoch on every 16th window trains nothing worth a verdict.
+PRESETS["smoke"] = {
+    **PRESETS["cpu"],
+    "bottleneck_steps": 30,
+    "forecaster_epochs": 1, "train_stride": 16,
+    "encoding_epochs": 1, "encoding_stride": 16,
+    "context_epochs": 1, "context_stride": 32,
+    "lab_epochs": 1, "lab_stride": 16,
+    "efficient_epochs": 1, "efficient_stride": 16,
+    "stream_steps": 10,
 }
 
 

@@ -20,7 +20,14 @@ def test_unknown_profile_and_setting(monkeypatch):
 
 
 def test_presets_share_their_keys():
-    assert set(profile.PRESETS["cpu"]) == set(profile.PRESETS["gpu"])
+    assert set(profile.PRESETS["cpu"]) == set(profile.PRESETS["gpu"]) == set(profile.PRESETS["smoke"])
+
+
+def test_smoke_trains_less_and_sweeps_like_cpu():
+    cpu, smoke = profile.PRESETS["cpu"], profile.PRESETS["smoke"]
+    trained = [k for k in cpu if k.endswith(("_epochs", "_steps"))]
+    assert trained and all(smoke[k] < cpu[k] for k in trained)
+    assert all(smoke[k] == cpu[k] for k in cpu if k.endswith(("_lengths", "_budget", "_tokens")))
 
 
 def test_gpu_sweeps_reach_the_out_of_memory_wall():

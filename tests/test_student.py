@@ -70,10 +70,15 @@ def test_stub_keeps_indentation_and_rejects_broken_markers():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_student_version_runs_top_to_bottom(path, student_dir):
+def test_student_version_runs_top_to_bottom(path, student_dir, monkeypatch):
+    """With the `smoke` profile (the cpu sizes, the least training): nbval runs the book's
+    own notebooks at full size; this checks that the student's copy runs at all."""
+    monkeypatch.setenv("LABSUPPORT_PROFILE", "smoke")
     nb = nbformat.read(student_dir / path.name, as_version=4)
     NotebookClient(nb, timeout=900, kernel_name="python3",
                    resources={"metadata": {"path": str(student_dir)}}).execute()
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "profile 'smoke'" in printed, "the kernel did not get the smoke profile"
     checks = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("checks.")]
     assert checks, "no self-check cells"
     for cell in checks:
