@@ -424,10 +424,10 @@ def matmul_peak_tflops(device=None, dtype=torch.bfloat16, sizes=None, *, reps: i
     sizes = tuple(sizes) if sizes is not None else _PEAK_SIZES.get(device.type, _PEAK_SIZES["cpu"])
     if not sizes or any(int(n) != n or n < 1 for n in sizes):
         raise ValueError(f"sizes must be positive integers, got {sizes}")
-    g = torch.Generator(device="cpu").manual_seed(0)
+    g = torch.Generator(device=device).manual_seed(0)
     best = 0.0
     for n in sizes:
-        a, b = (torch.randn(n, n, generator=g).to(device, dtype) for _ in range(2))
+        a, b = (torch.randn(n, n, generator=g, device=device, dtype=dtype) for _ in range(2))
         out = torch.empty(n, n, device=device, dtype=dtype)
         seconds = time_call(torch.mm, a, b, out=out, reps=reps, warmup=2, device=device).median
         best = max(best, 2.0 * n ** 3 / seconds / 1e12)
