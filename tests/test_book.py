@@ -10,17 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import toc_files
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def toc_files():
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-    for entry in toc.get("chapters", []):
-        files.append(entry["file"])
-        files.extend(section["file"] for section in entry.get("sections", []))
-    return files
 
 
 @pytest.fixture(scope="module")

@@ -44,6 +44,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
+from conftest import toc_files
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKER = Path(__file__).with_name("browser_check.js")
@@ -64,15 +65,6 @@ VIRTUAL_TIME_MS = 40000
 # Pages saved as screenshots, and what to show at the top (see showForScreenshot in the checker).
 SCREENSHOTS = {"chapters/12_1_self_attention": "top", "chapters/12_3_positional_encodings": "widget",
                "chapters/12_4_long_sequences": "math"}
-
-
-def toc_files():
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-    for entry in toc.get("chapters", []):
-        files.append(entry["file"])
-        files.extend(section["file"] for section in entry.get("sections", []))
-    return files
 
 
 PAGES = toc_files()
@@ -360,31 +352,23 @@ def fail_if(problems: list, name: str, what: str):
         pytest.fail(f"{name}: {what}:\n  " + "\n  ".join(map(str, problems)), pytrace=False)
 
 
-@per_page
-def test_math_is_typeset(page):
-    fail_if(check_math(page[1]), page[0], "math not typeset")
+# What each check is about, as a failure names it, and the check.
+PAGE_CHECKS = {
+    "math not typeset": check_math,
+    "images that did not load": check_images_load,
+    "figures without alt text or a caption (set the code cell's metadata "
+    "mystnb: {image: {alt: ...}} or mystnb: {figure: {caption: ...}})": check_alt_text,
+    "raw output visible": check_raw_output,
+    "widgets not rendered": check_widgets,
+    "headings out of order": check_headings,
+    "the page needed another host or failed to load something": check_network,
+}
 
 
 @per_page
-def test_every_image_loads(page):
-    fail_if(check_images_load(page[1]), page[0], "images that did not load")
-
-
-@per_page
-def test_figures_have_alt_text_or_a_caption(page):
-    fail_if(check_alt_text(page[1]), page[0],
-            "figures without alt text or a caption (set the code cell's metadata "
-            "mystnb: {image: {alt: ...}} or mystnb: {figure: {caption: ...}})")
-
-
-@per_page
-def test_no_raw_widget_json_or_traceback_visible(page):
-    fail_if(check_raw_output(page[1]), page[0], "raw output visible")
-
-
-@per_page
-def test_widgets_are_rendered(page):
-    fail_if(check_widgets(page[1]), page[0], "widgets not rendered")
+@pytest.mark.parametrize("what", PAGE_CHECKS, ids=[f.__name__ for f in PAGE_CHECKS.values()])
+def test_page(page, what):
+    fail_if(PAGE_CHECKS[what](page[1]), page[0], what)
 
 
 @per_page
@@ -393,16 +377,6 @@ def test_colab_link_points_at_this_notebook(page):
     if not (ROOT / f"{name}.ipynb").is_file():
         pytest.skip(f"{name} is not a notebook")
     fail_if(check_colab(r, name), name, "Colab launch link")
-
-
-@per_page
-def test_headings_are_in_order(page):
-    fail_if(check_headings(page[1]), page[0], "headings out of order")
-
-
-@per_page
-def test_nothing_loaded_from_another_host(page):
-    fail_if(check_network(page[1]), page[0], "the page needed another host or failed to load something")
 
 
 # --- The checks themselves: a synthetic page with one known fault of each kind. ---
