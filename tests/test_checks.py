@@ -4,6 +4,7 @@ import torch
 
 from labsupport import checks
 from labsupport.checks import NOT_ANSWERED
+from wrong_answers import WRONG_ANSWERS, missing
 
 
 def unanswered(*args):
@@ -31,6 +32,14 @@ def expect(result, passed, fragment):
 def test_every_check_explains_unanswered_and_crashing_code(check):
     expect(check(unanswered), False, NOT_ANSWERED)
     expect(check(crashes), False, "raised IndexError: boom")
+
+
+@pytest.mark.parametrize("name", sorted(checks.CHECKS))
+def test_the_typical_wrong_answer_gets_its_hint(name):
+    """The table that tests/test_grading.py writes into nbgrader submissions."""
+    assert name in WRONG_ANSWERS, missing(name)
+    wrong = WRONG_ANSWERS[name]
+    expect(checks.CHECKS[name](wrong.function()), False, wrong.hint)
 
 
 def test_attention_weights():
