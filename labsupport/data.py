@@ -2,7 +2,8 @@
 split, scaling fitted on the training part only, forecasting windows and patches.
 
 The default series is hourly electricity demand and temperature for Victoria,
-Australia, 2012-2014 (26,304 hours), shipped in ``data/`` with its provenance. The
+Australia, 2012-2014 (26,304 hours), shipped inside the package (``labsupport/datasets/``;
+provenance in the repository's ``data/README.md``). The
 ETT benchmark (`load_ett`) is downloaded on demand, checked against pinned sha256s.
 """
 from __future__ import annotations
@@ -87,8 +88,8 @@ class Series:
 
 
 def data_dir() -> Path:
-    """Where the shipped data lives: ``$LABSUPPORT_DATA``, else the repository's ``data/``."""
-    return Path(os.environ.get("LABSUPPORT_DATA", Path(__file__).resolve().parents[1] / "data"))
+    """Where the shipped data lives: ``$LABSUPPORT_DATA``, else the package's ``datasets/``."""
+    return Path(os.environ.get("LABSUPPORT_DATA", Path(__file__).resolve().parent / "datasets"))
 
 
 def sha256_of(path) -> str:
@@ -96,7 +97,8 @@ def sha256_of(path) -> str:
 
 
 def verify_sha256(path, expected: str, *,
-                  remedy: str = "restore it (git checkout data/) or download it again") -> None:
+                  remedy: str = "restore it (git checkout labsupport/datasets/, or reinstall "
+                                "labsupport) or download it again") -> None:
     """Raise `ChecksumError` unless the file's sha256 is ``expected``; ``remedy`` ends the message."""
     actual = sha256_of(path)
     if actual != expected:
@@ -175,12 +177,13 @@ def load_vic_elec(columns=None) -> Series:
 
     26,304 hours from 2011-12-31 23:00 to 2014-12-31 22:00 AEST (UTC+10, the market's
     clock, no daylight saving): the local calendar years 2012-2014. Checked against
-    its recorded sha256; see ``data/README.md`` for the source and licence.
+    its recorded sha256; see ``data/README.md`` in the repository for the source and licence.
     """
     path = data_dir() / VIC_ELEC_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"{VIC_ELEC_FILE} not found in {path.parent}; install the book from its "
-                                "repository (pip install -e .) or set LABSUPPORT_DATA to the data folder")
+        raise FileNotFoundError(f"{VIC_ELEC_FILE} not found in {path.parent}; reinstall labsupport "
+                                "(pip install . in the book's repository: the file ships inside the "
+                                "package) or set LABSUPPORT_DATA to a folder that holds it")
     return load_csv(path, columns=columns, sha256=VIC_ELEC_SHA256, name="vic_elec")
 
 

@@ -101,24 +101,31 @@ def source_version(nb, name: str = "notebook", *, points: float = 1):
     return nb
 
 
+def is_graded(cell) -> bool:
+    """An autograded test cell (nbgrader: grade, not solution)."""
+    marks = cell.metadata.get("nbgrader", {})
+    return bool(marks.get("grade") and not marks.get("solution"))
+
+
 def graded_cells(nb) -> list:
     """The autograded test cells of a source or release notebook."""
-    return [cell for cell in nb.cells if cell.metadata.get("nbgrader", {}).get("grade")
-            and not cell.metadata["nbgrader"].get("solution")]
+    return [cell for cell in nb.cells if is_graded(cell)]
 
 
-def nbgrader(*args: str, course: Path) -> None:
-    """Run the nbgrader command line of this environment in ``course``; raise if it fails.
+def nbgrader(*args: str, course: Path, env: dict | None = None) -> str:
+    """Run the nbgrader command line of this environment in ``course``; its log, or raise.
 
+    ``env`` adds to the environment (the kernels that autograde starts inherit it).
     nbgrader runs ``alembic`` from the PATH: this environment's scripts come first.
     """
     command = [sys.executable, "-m", "nbgrader", *args]
     scripts = str(Path(sys.executable).parent)
-    env = {**os.environ, "PATH": os.pathsep.join([scripts, os.environ.get("PATH", "")])}
+    env = {**os.environ, **(env or {}), "PATH": os.pathsep.join([scripts, os.environ.get("PATH", "")])}
     done = subprocess.run(command, cwd=course, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"`nbgrader {' '.join(args)}` in {course} failed "
                            f"({done.returncode}):\n{done.stdout}{done.stderr}")
+    return done.stdout + done.stderr
 
 
 def write_course(out: Path, notebooks, *, points: float = 1, release: bool = True) -> list[str]:
