@@ -27,6 +27,8 @@ PRESETS = {
         # 12.2 the Transformer block and the book's forecaster
         "forecaster_epochs": 10,
         "train_stride": 2,                   # every 2nd training window per epoch
+        "reader_epochs": 15,                 # the lag readers (one head, four heads)
+        "deep_steps": 120,                   # training steps per post-norm/pre-norm stack
         # 12.3 positional encodings: many small forecasters
         "encoding_epochs": 6,
         "encoding_stride": 4,
@@ -41,6 +43,7 @@ PRESETS = {
         "context_epochs": 5,
         "context_stride": 8,
         "segment_totals": (512, 1024, 2048, 4096),
+        "backward_lengths": (1024, 2048, 4096),   # forward + backward sweep
         # the lab
         "lab_stride": 4,                     # every 4th training window
         "lab_epochs": 4,
@@ -66,6 +69,8 @@ PRESETS = {
         "bill_lengths": (4096, 8192, 16384, 32768, 65536),
         "forecaster_epochs": 30,             # early stopping (patience 3) usually ends sooner
         "train_stride": 1,
+        "reader_epochs": 15,
+        "deep_steps": 120,
         # 15 small forecasters: 8 epochs on every 2nd window, 2.7x the cpu profile's steps
         "encoding_epochs": 8,
         "encoding_stride": 2,
@@ -82,6 +87,7 @@ PRESETS = {
         "context_epochs": 8,                 # 10 forecasters, early stopping (patience 2)
         "context_stride": 2,
         "segment_totals": (2048, 4096, 8192, 16384),
+        "backward_lengths": (1024, 2048, 4096),
         # the lab: every window, 20 epochs (early stopping, patience 3); the token sweep's
         # naive encoder (8 x 4 heads, kept for backward) hits the wall at 16384 tokens
         "lab_stride": 1,
@@ -100,18 +106,30 @@ PRESETS = {
         "stream_lengths": (1000, 4000, 16000),
     },
 }
-# ``smoke``: the cpu sizes with the least training, to check that a notebook runs top to
-# bottom (the test of the student versions uses it). Its results are not for reading:
-# one epoch on every 16th window trains nothing worth a verdict.
+# ``smoke``: the least work that still runs every line of a notebook, to check that it runs
+# top to bottom (the nbgrader test autogrades three submissions of every section with it).
+# Its results are not for reading: one epoch on every 16th window trains nothing worth a
+# verdict. Sweeps keep at least 3 points (the notebooks fit over the last three), each a
+# length the cpu profile measures too, without the cpu sweeps' longest, costliest points.
 PRESETS["smoke"] = {
     **PRESETS["cpu"],
     "bottleneck_steps": 30,
     "forecaster_epochs": 1, "train_stride": 16,
+    "reader_epochs": 1, "deep_steps": 10,
     "encoding_epochs": 1, "encoding_stride": 16,
     "context_epochs": 1, "context_stride": 32,
     "lab_epochs": 1, "lab_stride": 16,
     "efficient_epochs": 1, "efficient_stride": 16,
     "stream_steps": 10,
+    "bill_lengths": (2048, 4096, 8192),
+    "wall_lengths": (512, 1024, 2048),
+    "fused_lengths": (1024, 2048, 4096),
+    "final_lengths": (1024, 2048, 4096),
+    "segment_totals": (512, 1024, 2048),
+    "backward_lengths": (256, 512, 1024),
+    "lab_tokens": (64, 128, 256),
+    "efficient_lengths": (256, 512, 1024),
+    "efficient_flash_lengths": (256, 512, 1024),
 }
 
 
