@@ -1,5 +1,6 @@
 """Size presets: ``cpu`` (a 2-core laptop, minutes per notebook) and ``gpu`` (bigger sweeps);
-``smoke`` (the least training, only to check that a notebook runs) for tests.
+``smoke`` (the least training and the shortest sweeps, only to check that a notebook runs)
+for tests.
 
 The default is ``gpu`` when CUDA is available and ``cpu`` otherwise; the environment
 variable ``LABSUPPORT_PROFILE`` overrides it (``LABSUPPORT_PROFILE=cpu`` on a GPU
