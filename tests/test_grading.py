@@ -12,6 +12,7 @@ submissions of the released notebook, then ``nbgrader generate_feedback``:
 ``nbgrader export`` must then list those totals. The kernels run the ``smoke`` profile
 (the cpu sizes, the least training): this checks grading, not results.
 """
+import copy
 import csv
 import html
 import re
@@ -27,11 +28,8 @@ from wrong_answers import WRONG_ANSWERS, missing, signature
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-from make_assignments import exercises, graded_cells, is_graded, nbgrader, write_course  # noqa: E402
+from make_assignments import exercises, graded_cells, is_graded, nbgrader, source_version, write_course  # noqa: E402
 from make_student import BEGIN, END, STUB  # noqa: E402
-
-pytest.importorskip("nbgrader", reason="nbgrader is for instructors: pip install -r requirements-instructor.txt")
-from nbgrader.api import Gradebook  # noqa: E402
 
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
 STUDENTS = ("solutions", "unanswered", "wrong")
@@ -90,6 +88,8 @@ def submissions(book, release, name: str) -> dict:
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
     """The course with every section generated (source and release), nothing graded yet."""
+    pytest.importorskip("nbgrader", reason="nbgrader is for instructors: "
+                        "pip install -r requirements.txt -r requirements-instructor.txt")
     root = tmp_path_factory.mktemp("course")
     write_course(root, NOTEBOOKS)
     return {"root": root, "graded": {}}
@@ -116,6 +116,7 @@ def graded(course, path):
 
 def scores(course, name, student) -> dict:
     """``{grade_id: (score, max score)}`` of a student's autograded section, from the gradebook."""
+    from nbgrader.api import Gradebook
     with Gradebook(f"sqlite:///{course['root'] / 'gradebook.db'}") as gradebook:
         notebook = gradebook.find_submission_notebook(name, name, student)
         return {grade.name: (grade.score, grade.max_score) for grade in notebook.grades}
@@ -129,6 +130,33 @@ def errors(nb) -> dict:
 
 def graded_indices(nb) -> list:
     return [i for i, cell in enumerate(nb.cells) if is_graded(cell)]
+
+
+def tiny_notebook(check_cell="checks.attention_weights(attention_weights)", metadata=True):
+    exercise = nbformat.v4.new_code_cell(f"def attention_weights(q, k):\n    {BEGIN}\n    return q\n    {END}")
+    if metadata:
+        exercise.metadata["nbgrader"] = {"solution": True, "grade": False, "locked": False,
+                                         "grade_id": "solution-1", "schema_version": 3, "task": False}
+    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 12.9"), exercise,
+                                           nbformat.v4.new_code_cell(check_cell)])
+
+
+def test_source_version_makes_each_self_check_a_graded_cell_and_says_what_it_expected():
+    book = tiny_notebook()
+    before = copy.deepcopy(book)
+    source = source_version(book, "tiny", points=2)
+    graded = graded_cells(source)
+    assert [cell.metadata.nbgrader.grade_id for cell in graded] == ["exercise-1-attention_weights"]
+    assert graded[0].metadata.nbgrader.points == 2 and graded[0].metadata.nbgrader.locked
+    assert graded[0].source.startswith("### BEGIN HIDDEN TESTS\n_verdict = checks.attention_weights(")
+    assert graded[0].source.endswith("### END HIDDEN TESTS\nchecks.attention_weights(attention_weights)")
+    assert BEGIN in source.cells[1].source, "the solution stays for nbgrader to remove"
+    assert book == before, "the book's notebook is left as it was"
+    with pytest.raises(ValueError, match=r"tiny, cell 2: expected the cell after an exercise to be its "
+                                         r"self-check, one call checks.<name>\(...\); got 'print\(1\)'"):
+        source_version(tiny_notebook("print(1)"), "tiny")
+    with pytest.raises(ValueError, match="tiny, cell 1: .* without nbgrader solution metadata"):
+        source_version(tiny_notebook(metadata=False), "tiny")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
