@@ -34,6 +34,11 @@ from make_student import BEGIN, END, STUB  # noqa: E402
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
 STUDENTS = ("solutions", "unanswered", "wrong")
 SMOKE = {"LABSUPPORT_PROFILE": "smoke"}
+# Seconds per cell: smoke cells take under 2 minutes on a loaded 2-core machine. nbclient
+# can miss a cell's reply after a widget cell and then sit out the whole cell timeout
+# before it carries on (jupyter/nbclient#312; seen once in 18 autogrades here, 900 s):
+# this bounds what such a stall costs the test.
+CELL_TIMEOUT = 300
 
 
 def words(text: str) -> str:
@@ -105,7 +110,7 @@ def graded(course, path):
             folder = root / "submitted" / student / name
             folder.mkdir(parents=True)
             nbformat.write(nb, folder / path.name)
-        nbgrader("autograde", name, "--force", course=root, env=SMOKE)
+        nbgrader("autograde", name, "--force", f"--Execute.timeout={CELL_TIMEOUT}", course=root, env=SMOKE)
         nbgrader("generate_feedback", name, "--force", course=root)
         course["graded"][name] = {
             student: {"notebook": nbformat.read(root / "autograded" / student / name / path.name, 4),
