@@ -57,3 +57,11 @@ def test_notebook_pages_have_colab_and_download_buttons(built_html):
 def test_bibliography_is_rendered(built_html):
     html = (built_html / "chapters" / "12_1_self_attention.html").read_text().lower()
     assert "attention is all you need" in html and "a time series is worth 64 words" in html
+
+
+def test_the_setup_cell_is_hidden_in_the_html(built_html):
+    """Boilerplate to a reader (tag remove-input); the notebook keeps it (test_notebooks.py)."""
+    for name in toc_files():
+        if name.startswith("chapters/"):
+            html = visible((built_html / f"{name}.html").read_text())
+            assert "Setup: on Colab" not in html and "google.colab" not in html, name
