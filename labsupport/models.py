@@ -18,7 +18,7 @@ from .positional import make_attention_position, make_positional_encoding
 from .validation import check_positive_int, check_rank
 
 __all__ = ["check_window", "GRUForecaster", "CausalConv1d", "TemporalBlock", "TCNForecaster",
-           "MovingAverage", "LinearForecaster", "seasonal_naive", "InstanceNorm", "PatchTransformer"]
+           "MovingAverage", "LinearForecaster", "RidgeForecaster", "seasonal_naive", "InstanceNorm", "PatchTransformer"]
 
 
 def check_window(x, lookback: int, channels: int, name: str = "x") -> None:
@@ -224,6 +224,118 @@ class LinearForecaster(nn.Module):
         else:
             y = self.trend_maps[0](trend) + self.season_maps[0](season)                      # (B, C, T)
         return y.transpose(1, 2)                # (B, T, C)
+
+
+class RidgeForecaster(nn.Module):
+    """Closed-form ridge regression from the lookback window to the horizon: the linear
+    baseline that every accuracy table carries beside the trained models.
+
+    Math: ``y = W x + b`` over time, one map shared by the channels (channels are folded
+    into the rows, as DLinear does); ``W = argmin |Y - X W|^2 + lambda |W|^2`` with the
+    intercept unpenalised, solved exactly in float64. `fit` solves it for a grid of
+    penalties ``lambda`` on the training windows and keeps the one with the lowest
+    validation MSE.
+    Shapes: x (B, L, C) -> (B, T, C). ``revin=True`` first normalises each window and
+    channel by its own mean and standard deviation and undoes it on the forecast (RevIN
+    without the learned affine map), like the trained models' instance normalisation.
+    The weights are parameters without gradients, so parameter counts include them.
+
+    >>> x = torch.randn(200, 8, 1)
+    >>> y = x[:, -2:] * 2.0                           # the last two steps, doubled
+    >>> ridge = RidgeForecaster(lookback=8, horizon=2).fit((x, y), (x, y))
+    >>> torch.allclose(ridge(x), y, atol=1e-3)
+    True
+    """
+
+    PENALTIES = tuple(10.0 ** (k / 2) for k in range(-6, 11))      # 1e-3 .. 1e5, half decades
+
+    def __init__(self, *, lookback: int, horizon: int, channels: int = 1, penalties=None,
+                 revin: bool = False, eps: float = 1e-5):
+        super().__init__()
+        self.lookback = check_positive_int("lookback", lookback)
+        self.horizon = check_positive_int("horizon", horizon)
+        self.channels = check_positive_int("channels", channels)
+        penalties = self.PENALTIES if penalties is None else tuple(penalties)
+        if not penalties or any(isinstance(p, bool) or not isinstance(p, (int, float)) or p < 0
+                                for p in penalties):
+            raise ValueError(f"penalties must be a non-empty sequence of numbers >= 0, got {penalties!r}")
+        self.penalties, self.revin, self.eps = penalties, bool(revin), eps
+        self.weight = nn.Parameter(torch.zeros(horizon, lookback), requires_grad=False)   # (T, L)
+        self.bias = nn.Parameter(torch.zeros(horizon), requires_grad=False)               # (T,)
+        self.penalty: float | None = None
+        self.validation_mse: dict = {}
+
+    def _rows(self, x: torch.Tensor):
+        """(B, L, C) -> rows (B*C, L) in float64, with the per-row statistics when revin."""
+        rows = x.transpose(1, 2).reshape(-1, x.shape[1]).double()         # (B*C, L)
+        if not self.revin:
+            return rows, None
+        mean = rows.mean(dim=1, keepdim=True)                             # (B*C, 1)
+        std = (rows.var(dim=1, keepdim=True, unbiased=False) + self.eps).sqrt()
+        return (rows - mean) / std, (mean, std)
+
+    def _pairs(self, data, name: str):
+        if not (isinstance(data, (tuple, list)) and len(data) == 2
+                and all(isinstance(t, torch.Tensor) for t in data)):
+            raise TypeError(f"{name} must be an (inputs (N, {self.lookback}, {self.channels}), "
+                            f"targets (N, {self.horizon}, {self.channels})) pair of tensors")
+        x, y = data
+        check_window(x, self.lookback, self.channels, f"{name} inputs")
+        check_window(y, self.horizon, self.channels, f"{name} targets")
+        if len(x) != len(y) or len(x) == 0:
+            raise ValueError(f"{name}: {len(x)} inputs and {len(y)} targets; expected the same, "
+                             "non-zero number of windows")
+        if not (torch.isfinite(x).all() and torch.isfinite(y).all()):
+            raise ValueError(f"{name} holds NaN or inf values; clean or drop those windows first")
+        X, stats = self._rows(x)                                          # (N*C, L)
+        Y = y.transpose(1, 2).reshape(-1, self.horizon).double()          # (N*C, T)
+        if stats is not None:
+            Y = (Y - stats[0]) / stats[1]
+        return X, Y, stats
+
+    @torch.no_grad()
+    def fit(self, train, val) -> "RidgeForecaster":
+        """Solve the ridge regression on ``train`` for every penalty, keep the one with the
+        lowest MSE on ``val``; both are ``(inputs (N, L, C), targets (N, T, C))`` pairs."""
+        X, Y, _ = self._pairs(train, "train")
+        x_mean, y_mean = X.mean(dim=0), Y.mean(dim=0)                     # (L,), (T,)
+        Xc, Yc = X - x_mean, Y - y_mean
+        evals, evecs = torch.linalg.eigh(Xc.T @ Xc)                       # (L,), (L, L)
+        projected = evecs.T @ (Xc.T @ Yc)                                 # (L, T)
+        Xv, Yv, stats = self._pairs(val, "val")
+        best = None
+        for penalty in self.penalties:
+            W = evecs @ (projected / (evals + penalty)[:, None])          # (L, T)
+            b = y_mean - x_mean @ W                                       # (T,)
+            mse = self._denormalised_mse(Xv @ W + b, Yv, stats)
+            self.validation_mse[penalty] = mse
+            if best is None or mse < best[0]:
+                best = (mse, penalty, W, b)
+        _, self.penalty, W, b = best
+        self.weight.copy_(W.T.to(self.weight.dtype))
+        self.bias.copy_(b.to(self.bias.dtype))
+        return self
+
+    @staticmethod
+    def _denormalised_mse(pred, target, stats) -> float:
+        if stats is not None:
+            pred, target = pred * stats[1] + stats[0], target * stats[1] + stats[0]
+        return (pred - target).pow(2).mean().item()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.penalty is None:
+            raise RuntimeError("RidgeForecaster is not fitted: call .fit(train, val) first")
+        check_window(x, self.lookback, self.channels)
+        B, L, C = x.shape
+        rows, stats = self._rows(x)                                       # (B*C, L)
+        y = rows @ self.weight.double().T + self.bias.double()            # (B*C, T)
+        if stats is not None:
+            y = y * stats[1] + stats[0]
+        return y.view(B, C, self.horizon).transpose(1, 2).to(x.dtype)     # (B, T, C)
+
+    def extra_repr(self) -> str:
+        return (f"lookback={self.lookback}, horizon={self.horizon}, channels={self.channels}, "
+                f"revin={self.revin}, penalty={self.penalty}")
 
 
 def seasonal_naive(x: torch.Tensor, period: int, horizon: int) -> torch.Tensor:

@@ -349,3 +349,64 @@ def test_patch_transformer_takes_a_linformer_instance():
                          kernel=LinformerAttention(seq_len=12, k=4), causal=False)
     with pytest.raises(ValueError, match="cannot be causal.*pass causal=False"):
         PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, patch_len=8, stride=4, kernel=lin)
+
+
+# --- RidgeForecaster: the closed-form linear baseline ---------------------------------------
+
+import torch.nn.functional as F  # noqa: E402
+from labsupport.models import RidgeForecaster  # noqa: E402
+
+
+def _ridge_data(n=300, L=10, T=3, C=2, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, L, C, generator=g, dtype=torch.float64)
+    W = torch.randn(T, L, generator=g, dtype=torch.float64)
+    y = torch.einsum("tl,nlc->ntc", W, x) + 0.5 + 0.1 * torch.randn(n, T, C, generator=g, dtype=torch.float64)
+    return x.float(), y.float()
+
+
+def test_ridge_equals_the_normal_equations_with_an_unpenalised_intercept():
+    train, val = _ridge_data(), _ridge_data(seed=1)
+    ridge = RidgeForecaster(lookback=10, horizon=3, channels=2, penalties=[7.0]).fit(train, val)
+    x, y = train
+    X = x.transpose(1, 2).reshape(-1, 10).double()                       # (N*C, L)
+    Y = y.transpose(1, 2).reshape(-1, 3).double()                        # (N*C, T)
+    A = torch.cat([X, torch.ones(len(X), 1, dtype=torch.float64)], dim=1)
+    P = torch.diag(torch.tensor([7.0] * 10 + [0.0], dtype=torch.float64))  # intercept unpenalised
+    coef = torch.linalg.solve(A.T @ A + P, A.T @ Y)                       # (L + 1, T)
+    torch.testing.assert_close(ridge.weight.double(), coef[:10].T, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ridge.bias.double(), coef[10], atol=1e-5, rtol=1e-5)
+
+
+def test_ridge_keeps_the_penalty_with_the_lowest_validation_error():
+    train, val = _ridge_data(n=40), _ridge_data(seed=1)                   # few windows: penalties matter
+    ridge = RidgeForecaster(lookback=10, horizon=3, channels=2).fit(train, val)
+    assert set(ridge.validation_mse) == set(RidgeForecaster.PENALTIES)
+    assert ridge.penalty == min(ridge.validation_mse, key=ridge.validation_mse.get)
+    pred = ridge(val[0])
+    assert pred.shape == val[1].shape and pred.dtype == torch.float32
+    assert abs(F.mse_loss(pred.double(), val[1].double()).item() - ridge.validation_mse[ridge.penalty]) < 1e-5
+
+
+def test_ridge_with_instance_normalisation_is_invariant_to_each_windows_level_and_scale():
+    train, val = _ridge_data(), _ridge_data(seed=1)
+    ridge = RidgeForecaster(lookback=10, horizon=3, channels=2, revin=True).fit(train, val)
+    x = val[0]
+    torch.testing.assert_close(ridge(3.0 * x + 5.0), 3.0 * ridge(x) + 5.0, atol=1e-4, rtol=1e-4)
+
+
+def test_ridge_counts_its_coefficients_and_refuses_bad_use():
+    ridge = RidgeForecaster(lookback=10, horizon=3)
+    assert sum(p.numel() for p in ridge.parameters()) == 10 * 3 + 3
+    assert not any(p.requires_grad for p in ridge.parameters())
+    with pytest.raises(RuntimeError, match=r"not fitted: call \.fit\(train, val\)"):
+        ridge(torch.zeros(2, 10, 1))
+    with pytest.raises(ValueError, match="penalties must be a non-empty sequence"):
+        RidgeForecaster(lookback=10, horizon=3, penalties=[-1.0])
+    x, y = _ridge_data(C=1)
+    with pytest.raises(ValueError, match=r"train targets must be \(B, 3, 1\)"):
+        ridge.fit((x, y[:, :2]), (x, y))
+    bad = x.clone()
+    bad[0, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN or inf"):
+        ridge.fit((bad, y), (x, y))
