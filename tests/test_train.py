@@ -209,21 +209,29 @@ def trained_weights(seed, **kw):
     return model.linear.weight.detach().clone()
 
 
+def generator_states():
+    import random
+
+    import numpy as np
+    return torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate()
+
+
 def test_seed_makes_training_reproducible_and_leaves_the_global_generators_alone():
     import random
 
     import numpy as np
+    a = trained_weights(seed=3)
+    assert torch.equal(a, trained_weights(seed=3))
+    assert not torch.equal(a, trained_weights(seed=4))
     torch.manual_seed(7)
     np.random.seed(7)
     random.seed(7)
-    before = torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate()
-    torch.manual_seed(7)
-    a = trained_weights(seed=3)
-    after = torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate()
-    torch.manual_seed(99)                             # another global state: the same training
-    assert torch.equal(a, trained_weights(seed=3))
-    assert not torch.equal(a, trained_weights(seed=4))
+    model = Noisy()
+    before = generator_states()
+    fit(model, toy_data(), toy_data(seed=1), epochs=3, batch_size=16, seed=3, progress=False)
+    after = generator_states()
     assert torch.equal(before[0], after[0]) and (before[1] == after[1]).all() and before[2] == after[2]
+    assert torch.equal(torch.randn(3), (torch.manual_seed(7), Noisy(), torch.randn(3))[2])
 
 
 def test_seed_none_uses_the_global_generator():
