@@ -155,6 +155,30 @@ class FeedForward(nn.Module):
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
 
 
+class TokenBatchNorm(nn.BatchNorm1d):
+    """Batch normalisation of each feature over every token of the batch, as PatchTST's encoder
+    normalises (its BatchNorm1d over (B, d_model, L)); running statistics in eval mode.
+
+    Math: ``y = (x - mean_{B,L}) / sqrt(var_{B,L} + eps) * gamma + beta``, per feature.
+    Shapes: x (B, L, d_model) -> (B, L, d_model).
+    """
+
+    def forward(self, x):
+        y = super().forward(x.reshape(-1, x.shape[-1]))       # (B*L, d_model): tokens as the batch
+        return y.view(x.shape)                                # (B, L, d_model)
+
+
+_NORMS = {"layer": nn.LayerNorm, "batch": TokenBatchNorm}
+
+
+def make_norm(kind: str, d_model: int, eps: float = 1e-5) -> nn.Module:
+    """The normalisation of a block: ``"layer"`` (LayerNorm over each token's features) or
+    ``"batch"`` (`TokenBatchNorm`: each feature over every token of the batch, PatchTST's)."""
+    if kind not in _NORMS:
+        raise ValueError(f"norm must be 'layer' or 'batch', got {kind!r}")
+    return _NORMS[kind](d_model, eps=eps)
+
+
 def sublayer(x, fn, norm, drop, norm_first: bool, residual: bool = True):
     """One residual sub-layer: ``x + drop(fn(norm(x)))`` (pre-norm) or
     ``norm(x + drop(fn(x)))`` (post-norm); without the ``x +`` when not residual."""
@@ -173,19 +197,26 @@ class TransformerBlock(nn.Module):
     Math (post-norm, the original): ``x = LN1(x + MHA(x)); x = LN2(x + FFN(x))``.
     Shapes: x (B, L, d_model) -> (B, L, d_model).
 
-    ``residual=False`` or ``layer_norm=False`` remove those parts (for the experiments of
-    Section 12.2); `load_torch_weights` copies an ``nn.TransformerEncoderLayer``.
+    ``norm="batch"`` puts `TokenBatchNorm` where LN stands (PatchTST's encoder). ``dropout``
+    acts on each sub-layer's output and inside the FFN; ``attn_dropout`` on the attention
+    weights (default: ``dropout``; PatchTST uses 0, and on a CPU it costs about a third of
+    the training speed, since the fused SDPA kernels do not drop weights).
+    ``residual=False`` or ``layer_norm=False`` (no normalisation at all) remove those parts
+    (for the experiments of Section 12.2); `load_torch_weights` copies an
+    ``nn.TransformerEncoderLayer``.
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int | None = None, dropout: float = 0.0, *,
                  norm_first: bool = True, kernel="sdpa", activation: str = "relu",
-                 residual: bool = True, layer_norm: bool = True, eps: float = 1e-5, position=None):
+                 residual: bool = True, layer_norm: bool = True, eps: float = 1e-5, position=None,
+                 norm: str = "layer", attn_dropout: float | None = None):
         super().__init__()
         d_ff = 4 * d_model if d_ff is None else d_ff
-        self.attn = MultiHeadAttention(d_model, n_heads, kernel=kernel, dropout=dropout, position=position)
+        attn_dropout = dropout if attn_dropout is None else attn_dropout
+        self.attn = MultiHeadAttention(d_model, n_heads, kernel=kernel, dropout=attn_dropout, position=position)
         self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation)
-        self.norm1 = nn.LayerNorm(d_model, eps=eps) if layer_norm else nn.Identity()
-        self.norm2 = nn.LayerNorm(d_model, eps=eps) if layer_norm else nn.Identity()
+        self.norm1 = make_norm(norm, d_model, eps) if layer_norm else nn.Identity()
+        self.norm2 = make_norm(norm, d_model, eps) if layer_norm else nn.Identity()
         self.drop1, self.drop2 = nn.Dropout(dropout), nn.Dropout(dropout)
         self.norm_first, self.residual = norm_first, residual
 
@@ -206,6 +237,9 @@ class TransformerBlock(nn.Module):
     @torch.no_grad()
     def load_torch_weights(self, layer: nn.TransformerEncoderLayer) -> "TransformerBlock":
         """Copy an ``nn.TransformerEncoderLayer`` (same sizes and ``norm_first``)."""
+        if not isinstance(self.norm1, nn.LayerNorm):
+            got = "norm='batch'" if isinstance(self.norm1, TokenBatchNorm) else "layer_norm=False"
+            raise ValueError(f"load_torch_weights needs norm='layer' (torch's layer has LayerNorms), got {got}")
         if layer.norm_first != self.norm_first:
             raise ValueError(f"norm_first differs: torch layer {layer.norm_first}, this block {self.norm_first}")
         self.attn.load_torch_weights(layer.self_attn)
@@ -216,7 +250,7 @@ class TransformerBlock(nn.Module):
 
 
 class TransformerEncoder(nn.Module):
-    """A stack of `TransformerBlock` s; pre-norm stacks end with a final LayerNorm.
+    """A stack of `TransformerBlock` s; pre-norm stacks end with a final norm of the blocks' kind.
 
     Shapes: x (B, L, d_model) -> (B, L, d_model); with ``return_weights`` also a list
     of per-layer weights (B, H, L, L). An in-attention ``position`` module is shared
@@ -231,7 +265,7 @@ class TransformerEncoder(nn.Module):
             TransformerBlock(d_model, n_heads, d_ff, dropout, norm_first=norm_first, kernel=kernel,
                              **block_options) for _ in range(n_layers))
         final_norm = norm_first and block_options.get("layer_norm", True)
-        self.norm = nn.LayerNorm(d_model) if final_norm else nn.Identity()
+        self.norm = make_norm(block_options.get("norm", "layer"), d_model) if final_norm else nn.Identity()
 
     def forward(self, x, *, mask=None, is_causal=False, positions=None, return_weights=False):
         all_weights = []

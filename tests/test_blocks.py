@@ -86,3 +86,47 @@ def test_encoder_returns_weights_per_layer():
     out, weights = encoder(torch.randn(2, 9, 16), is_causal=True, return_weights=True)
     assert out.shape == (2, 9, 16) and len(weights) == 3 and weights[0].shape == (2, 4, 9, 9)
     assert weights[1][..., ~causal_mask(9)].abs().max() == 0
+
+
+# --- issue 21: PatchTST's backbone (BatchNorm over the tokens, attention-weight dropout apart) ---
+
+def test_batch_norm_normalises_each_feature_over_every_token_as_patchtst_does():
+    from labsupport.layers import make_norm
+    norm = make_norm("batch", 6)
+    x = 3.0 * torch.randn(4, 9, 6) + torch.arange(6.0)                 # (B, L, d_model)
+    y = norm(x)                                                        # training mode: batch statistics
+    mean, var = x.mean(dim=(0, 1)), x.var(dim=(0, 1), unbiased=False)  # over B*L tokens, per feature
+    torch.testing.assert_close(y, (x - mean) / (var + norm.eps).sqrt(), atol=1e-5, rtol=1e-5)
+    ref = nn.BatchNorm1d(6)                                            # PatchTST: transpose, BatchNorm1d
+    torch.testing.assert_close(y, ref(x.transpose(1, 2)).transpose(1, 2), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(norm.running_mean, ref.running_mean)
+    norm.eval()
+    torch.testing.assert_close(norm(x[:1]), ref.eval()(x[:1].transpose(1, 2)).transpose(1, 2))
+    assert isinstance(make_norm("layer", 6), nn.LayerNorm)
+    with pytest.raises(ValueError, match=r"norm must be 'layer' or 'batch', got 'group'"):
+        make_norm("group", 6)
+
+
+def test_block_norm_option_builds_its_norms_and_post_norm_output_is_batch_normalised():
+    from labsupport.layers import make_norm
+    block = TransformerBlock(8, 2, 16, norm="batch", norm_first=False)
+    assert all(type(n) is type(make_norm("batch", 8)) for n in (block.norm1, block.norm2))
+    out = block(torch.randn(5, 7, 8))                 # post-norm: the last step is norm2, per feature
+    torch.testing.assert_close(out.mean(dim=(0, 1)), torch.zeros(8), atol=1e-5, rtol=0)
+    torch.testing.assert_close(out.var(dim=(0, 1), unbiased=False), torch.ones(8), atol=1e-3, rtol=0)
+    encoder = TransformerEncoder(8, 2, 2, 16, norm="batch", norm_first=True)
+    assert type(encoder.norm) is type(make_norm("batch", 8))
+    assert all(type(layer.norm1) is nn.LayerNorm for layer in TransformerEncoder(8, 2, 2).layers)
+    with pytest.raises(ValueError, match=r"load_torch_weights needs norm='layer'.*got norm='batch'"):
+        block.load_torch_weights(nn.TransformerEncoderLayer(8, 2, 16, batch_first=True))
+
+
+def test_attention_weight_dropout_is_its_own_setting():
+    x = torch.randn(2, 6, 8)
+    only_attention = TransformerBlock(8, 2, 16, dropout=0.0, attn_dropout=0.5).train()
+    assert not torch.allclose(only_attention(x), only_attention(x))
+    residual_only = TransformerBlock(8, 2, 16, dropout=0.5, attn_dropout=0.0)
+    assert residual_only.attn.dropout == 0.0 and residual_only.ff.dropout.p == 0.5
+    assert TransformerBlock(8, 2, 16, dropout=0.3).attn.dropout == 0.3      # default: as before
+    assert all(layer.attn.dropout == 0.0 for layer in TransformerEncoder(8, 2, 2, dropout=0.2,
+                                                                         attn_dropout=0.0).layers)
