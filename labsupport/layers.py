@@ -213,7 +213,8 @@ class TransformerBlock(nn.Module):
         super().__init__()
         d_ff = 4 * d_model if d_ff is None else d_ff
         attn_dropout = dropout if attn_dropout is None else attn_dropout
-        self.attn = MultiHeadAttention(d_model, n_heads, kernel=kernel, dropout=attn_dropout, position=position)
+        self.attn = MultiHeadAttention(d_model, n_heads, kernel=kernel, dropout=attn_dropout,
+                                       position=position)
         self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation)
         self.norm1 = make_norm(norm, d_model, eps) if layer_norm else nn.Identity()
         self.norm2 = make_norm(norm, d_model, eps) if layer_norm else nn.Identity()
@@ -239,7 +240,8 @@ class TransformerBlock(nn.Module):
         """Copy an ``nn.TransformerEncoderLayer`` (same sizes and ``norm_first``)."""
         if not isinstance(self.norm1, nn.LayerNorm):
             got = "norm='batch'" if isinstance(self.norm1, TokenBatchNorm) else "layer_norm=False"
-            raise ValueError(f"load_torch_weights needs norm='layer' (torch's layer has LayerNorms), got {got}")
+            raise ValueError(f"load_torch_weights needs norm='layer' (torch's layer has LayerNorms), "
+                             f"got {got}")
         if layer.norm_first != self.norm_first:
             raise ValueError(f"norm_first differs: torch layer {layer.norm_first}, this block {self.norm_first}")
         self.attn.load_torch_weights(layer.self_attn)

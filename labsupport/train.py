@@ -79,7 +79,8 @@ def _check_finite(name: str, inputs, targets) -> None:
             first = int(bad.nonzero()[0])
             raise ValueError(f"{label} hold NaN or inf values in {int(bad.sum())} window(s), first in "
                              f"window {first} of {len(t)}; drop or fill them before training, e.g. "
-                             "keep = torch.isfinite(x).flatten(1).all(1) & torch.isfinite(y).flatten(1).all(1)")
+                             "keep = torch.isfinite(x).flatten(1).all(1) & "
+                             "torch.isfinite(y).flatten(1).all(1)")
 
 
 def _constant(epoch: int) -> float:

@@ -419,7 +419,8 @@ def test_ridge_counts_its_coefficients_and_refuses_bad_use():
 
 
 def test_patchtst_end_padding_gives_42_patches_that_repeat_the_last_value():
-    model = PatchTransformer(lookback=336, horizon=96, channels=7, patch_len=16, stride=8, **PATCHTST_BACKBONE)
+    model = PatchTransformer(lookback=336, horizon=96, channels=7, patch_len=16, stride=8,
+                             **PATCHTST_BACKBONE)
     assert model.n_patches == 42 and PatchTransformer(lookback=336, horizon=96, patch_len=16,
                                                       stride=8).n_patches == 41
     seen = []
@@ -442,7 +443,8 @@ def test_patchtst_backbone_options_build_what_they_name():
     assert isinstance(block.ff.activation, nn.GELU) and block.attn.dropout == 0.0
     assert list(model.revin.parameters()) == [] and isinstance(model.encoder.norm, nn.Identity)
     default = build("patch")
-    assert isinstance(default.encoder.layers[0].norm1, nn.LayerNorm) and len(list(default.revin.parameters())) == 2
+    assert isinstance(default.encoder.layers[0].norm1, nn.LayerNorm)
+    assert len(list(default.revin.parameters())) == 2
     x = torch.randn(3, LOOKBACK, 2)
     model.eval()
     torch.testing.assert_close(model(3.0 * x + 7.0), 3.0 * model(x) + 7.0, atol=1e-4, rtol=1e-4)
