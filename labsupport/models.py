@@ -194,9 +194,21 @@ class LinearForecaster(nn.Module):
     Shapes: x (B, L, C) -> (B, T, C). Channels are forecast independently, with weights
     shared across channels, or one pair of maps per channel with ``individual=True``.
 
+    Training: pass ``**LinearForecaster.FIT_OPTIONS`` to `labsupport.train.fit` (Adam from
+    lr 1e-2, halved every epoch after the first two: the official scripts' ``type1``
+    schedule). The model is a linear map of 336 strongly correlated lags (the lag
+    covariance of the book's windows has condition number about 6e5): at a constant rate
+    Adam never settles, its training MSE keeps jumping 5-30% above the least-squares
+    floor, and early stopping keeps whichever jump the validation half-year liked. On the
+    book's windows (lookback 336, every training window, batch 128, patience 3, 3 seeds)
+    a constant 1e-3 gives test MSE 0.104 +- 0.005 and 1e-2 gives 0.126 +- 0.013; type1 from
+    1e-2 gives 0.0969 +- 0.0005, 3% above the closed-form ridge (0.0941).
+
     >>> LinearForecaster(lookback=48, horizon=12, channels=3)(torch.zeros(2, 48, 3)).shape
     torch.Size([2, 12, 3])
     """
+
+    FIT_OPTIONS = {"lr": 1e-2, "schedule": "type1"}
 
     def __init__(self, *, lookback: int, horizon: int, channels: int = 1, kernel_size: int = 25,
                  individual: bool = False):

@@ -308,3 +308,19 @@ def test_stop_reason_and_total_seconds():
                 progress=False)
     assert stuck.stop_reason == "converged" and stuck.converged and stuck.stopped_early
     assert "converged" in str(stuck) and "epoch budget" in str(budget)
+
+
+def test_dlinear_with_its_fit_options_lands_near_the_least_squares_solution():
+    # issue 13, item 6: at a constant rate Adam never settles on this ill-conditioned linear
+    # map and early stopping keeps a jump; DLinear's type1 schedule from 1e-2 converges
+    from labsupport.data import HORIZON, LOOKBACK, book_task
+    from labsupport.models import LinearForecaster, RidgeForecaster
+    task = book_task(train_stride=1)
+    ridge = evaluate(RidgeForecaster(lookback=LOOKBACK, horizon=HORIZON).fit(task.train, task.val), task.test)
+    scores = {}
+    for name, options in (("type1", LinearForecaster.FIT_OPTIONS), ("constant", {"lr": 1e-2})):
+        set_seed(0)
+        model = LinearForecaster(lookback=LOOKBACK, horizon=HORIZON)
+        fit(model, task.train, task.val, epochs=30, batch_size=128, patience=3, progress=False, **options)
+        scores[name] = evaluate(model, task.test).mse
+    assert scores["type1"] < 1.05 * ridge.mse < scores["constant"]
