@@ -1,9 +1,12 @@
 """Training and evaluation: one loop for every forecaster in the book.
 
-`fit` trains on (inputs, targets) tensors with Adam and an MSE loss, stops early on
-the validation loss, restores the best weights, shows a progress bar and records
-the wall time of each epoch. `evaluate` scores forecasts with MSE and MAE, on the
-scaled values and in the series' original unit.
+`fit` trains on (inputs, targets) tensors with Adam and an MSE loss, with an optional
+learning-rate schedule (`SCHEDULES`: the official PatchTST and DLinear ones), stops early
+on the validation loss, restores the best weights (also when interrupted or when the loss
+turns non-finite), shows a progress bar, records the wall time of each epoch and says why
+it stopped. It seeds its own forked generators and leaves the caller's alone.
+`evaluate` scores forecasts with MSE and MAE, on the scaled values and in the series'
+original unit.
 """
 from __future__ import annotations
 
