@@ -21,6 +21,16 @@ def verdict(claim: str, holds, *, width: int = WIDTH) -> None:
     print(f"{claim:<{width}} {bool(holds)}")
 
 
+def checklist(rows, *, title: str = "checks", width: int = WIDTH) -> None:
+    """Print secondary checks as one compact block under a ``title``: each claim and
+    whether it held, so that a section's main claims keep their own `verdict` lines."""
+    rows = [(claim, bool(holds)) for claim, holds in rows]
+    held = sum(holds for _, holds in rows)
+    print(f"{title}: {held} of {len(rows)} hold")
+    for claim, holds in rows:
+        print(f"  {claim:<{width - 2}} {holds}")
+
+
 def table(headers, rows, *, formats=None) -> None:
     """Print rows under right-aligned headers; ``formats`` maps a column to a format spec
     (``"{:.1f}"``) or a callable."""
