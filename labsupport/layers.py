@@ -11,7 +11,7 @@ import inspect
 import torch
 from torch import nn
 
-from .attention import get_kernel, naive_attention
+from .attention import causal_mask, get_kernel, naive_attention
 from .validation import check_positive_int, check_rank
 
 
@@ -30,6 +30,14 @@ class MultiHeadAttention(nn.Module):
     ``key_positions`` then give the tokens' positions (default: indices, queries last).
     ``return_weights=True`` computes the weights (B, H, L, S) explicitly with
     `naive_attention`, whatever the kernel.
+
+    ``is_causal`` is aligned at the bottom right: the L queries are the last L of the S
+    tokens, and query i sees keys j <= i + S - L (`causal_mask(L, S, bottom_right=True)`),
+    so a cached decoding step, ``mha(x[:, t:], x, is_causal=True)``, equals rows t.. of
+    the full causal pass ``mha(x, is_causal=True)``. (The kernels' own ``is_causal``, as
+    SDPA's, is top-left; the two agree when L == S.) With L != S the kernel gets that
+    mask explicitly, so it must take a mask (naive, sdpa, flash): linear and performer
+    attention refuse it.
 
     >>> mha = MultiHeadAttention(d_model=8, n_heads=2)
     >>> mha(torch.zeros(3, 5, 8)).shape
@@ -78,13 +86,17 @@ class MultiHeadAttention(nn.Module):
         if x.shape[-1] != self.d_model or context.shape[-1] != self.d_model:
             raise ValueError(f"expected x (B, L, {self.d_model}) and context (B, S, {self.d_model}), "
                              f"got {tuple(x.shape)} and {tuple(context.shape)}")
+        L, S = x.shape[1], context.shape[1]
+        if is_causal and L != S:                  # the queries are the newest tokens: bottom-right
+            causal = causal_mask(L, S, bottom_right=True, device=x.device)  # (L, S)
+            mask, is_causal = (causal if mask is None else mask & causal), False
         q = self.split_heads(self.q_proj(x))                                 # (B, H, L, hd)
         k = self.split_heads(self.k_proj(context))                           # (B, H, S, hd)
         v = self.split_heads(self.v_proj(context))                           # (B, H, S, hd)
         extra = {}
         if self.position is not None:
-            q_pos, k_pos = self._positions(x.shape[1], context.shape[1], positions, key_positions,
-                                           x.device, context is x)
+            q_pos, k_pos = self._positions(L, S, positions, key_positions, x.device, context is x)
+            self.position.check_attention(q_pos, k_pos, mask=mask, is_causal=is_causal)
             q, k = self.position.rotate(q, k, q_pos, k_pos)
             score_bias = self.position.bias(q, k, q_pos, k_pos)
             if score_bias is not None:
