@@ -5,6 +5,7 @@ from torch import nn
 from conftest import tol
 from labsupport.attention import causal_mask
 from labsupport.layers import DecoderBlock, FeedForward, TransformerBlock, TransformerEncoder
+from labsupport.positional import RotaryEmbedding
 
 
 @pytest.mark.parametrize("norm_first", [True, False])
@@ -151,3 +152,21 @@ def test_decoder_block_is_its_math_line_exactly(norm_first):
         h = n2(h + cross_attn(h))
         expected = n3(h + block.ff(h))
     assert torch.equal(block(x, memory), expected)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_block_with_a_prefix_equals_the_block_over_the_whole_sequence(norm_first):
+    block = seeded(TransformerBlock, 16, 4, 32, norm_first=norm_first)
+    x = fixed_input(2, 9, 16)
+    full = block(x, is_causal=True)
+    for P in (0, 4, 8):                  # cached inputs of the block, then the new tokens
+        torch.testing.assert_close(block(x[:, P:], prefix=x[:, :P], is_causal=True), full[:, P:],
+                                   **tol(torch.float64))
+    positions = torch.arange(9) * 2.5                           # positions cover prefix and x
+    rope = seeded(TransformerBlock, 16, 4, 32, position=RotaryEmbedding(4))
+    torch.testing.assert_close(rope(x[:, 4:], prefix=x[:, :4], positions=positions, is_causal=True),
+                               rope(x, positions=positions, is_causal=True)[:, 4:], **tol(torch.float64))
+    with pytest.raises(ValueError, match=r"prefix must be \(B, P, d_model\) = \(2, P, 16\) .* got \(1, 4, 16\)"):
+        rope(x[:, 4:], prefix=x[:1, :4])
+    with pytest.raises(ValueError, match=r"positions cover prefix and x: \(P \+ L,\) = \(9,\) .* got \(5,\)"):
+        rope(x[:, 4:], prefix=x[:, :4], positions=positions[4:])
