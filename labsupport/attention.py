@@ -643,8 +643,9 @@ def performer_attention(q, k, v, *, num_features: int, mask=None, is_causal=Fals
 
     Math: ``exp(q.k * scale) ~= phi(q').phi(k')`` with ``x' = x sqrt(scale)`` (scale 1/sqrt(D):
     x D^-1/4) and ``phi`` = `favor_features` over `orthogonal_random_features`; then as
-    `linear_attention`, causal (top-left aligned) by the same chunked prefix sums. Maxima are subtracted in the
-    exponents for stability (per query, and a running one over the keys): they cancel.
+    `linear_attention`, causal (top-left aligned) by the same chunked prefix sums. Maxima are
+    subtracted in the exponents for stability (per query, and a running one over the keys):
+    they cancel.
     Cost: time O((L + S) m D + (L + S) m Dv), plus O(L c m) causal; memory O((L + S) m + m Dv),
     never O(L S); m = num_features.
     Shapes: q (..., L, D), k (..., S, D), v (..., S, Dv) -> (..., L, Dv).

@@ -166,7 +166,8 @@ def test_block_with_a_prefix_equals_the_block_over_the_whole_sequence(norm_first
     rope = seeded(TransformerBlock, 16, 4, 32, position=RotaryEmbedding(4))
     torch.testing.assert_close(rope(x[:, 4:], prefix=x[:, :4], positions=positions, is_causal=True),
                                rope(x, positions=positions, is_causal=True)[:, 4:], **tol(torch.float64))
-    with pytest.raises(ValueError, match=r"prefix must be \(B, P, d_model\) = \(2, P, 16\) .* got \(1, 4, 16\)"):
+    with pytest.raises(ValueError,
+                       match=r"prefix must be \(B, P, d_model\) = \(2, P, 16\) .* got \(1, 4, 16\)"):
         rope(x[:, 4:], prefix=x[:1, :4])
     with pytest.raises(ValueError, match=r"positions cover prefix and x: \(P \+ L,\) = \(9,\) .* got \(5,\)"):
         rope(x[:, 4:], prefix=x[:, :4], positions=positions[4:])
