@@ -6,6 +6,9 @@ Every kernel takes ``q (..., L, D)``, ``k (..., S, D)``, ``v (..., S, Dv)``, usu
 ``True`` = may attend (the SDPA convention), broadcastable to ``(..., L, S)``.
 Note that ``nn.MultiheadAttention`` reads boolean masks the other way round
 (``True`` = blocked); `labsupport.layers` converts where it talks to it.
+``is_causal=True`` means query i sees keys j <= i, aligned at the top left as in SDPA,
+in every kernel here (with S > L the last S - L keys are never seen);
+`labsupport.layers.MultiHeadAttention` aligns it at the bottom right instead.
 """
 from __future__ import annotations
 
@@ -26,19 +29,25 @@ from .validation import (check_attention_inputs, check_no_mask, check_nonnegativ
 Kernel = Callable[..., torch.Tensor]
 
 
-def causal_mask(L: int, S: int | None = None, *, device=None) -> torch.Tensor:
+def causal_mask(L: int, S: int | None = None, *, bottom_right: bool = False, device=None) -> torch.Tensor:
     """Boolean ``(L, S)`` mask, True where query i may attend key j, i.e. j <= i.
 
-    Aligned at the top left, as ``is_causal=True`` in SDPA: with S > L the last
-    S - L keys are never seen.
+    Aligned at the top left, as ``is_causal=True`` in SDPA and in every kernel here:
+    with S > L the last S - L keys are never seen. ``bottom_right=True``: j <= i + S - L,
+    the queries being the last L of the S tokens (a cached decoding step; the alignment
+    of `labsupport.layers.MultiHeadAttention`'s ``is_causal``); with L > S the first
+    L - S queries then see no key. Both agree when L == S.
 
     >>> causal_mask(3).int()
     tensor([[1, 0, 0],
             [1, 1, 0],
             [1, 1, 1]], dtype=torch.int32)
+    >>> causal_mask(2, 4, bottom_right=True).int()
+    tensor([[1, 1, 1, 0],
+            [1, 1, 1, 1]], dtype=torch.int32)
     """
     S = L if S is None else S
-    return torch.ones(L, S, dtype=torch.bool, device=device).tril()
+    return torch.ones(L, S, dtype=torch.bool, device=device).tril(diagonal=S - L if bottom_right else 0)
 
 
 def _allowed(mask, is_causal: bool, L: int, S: int, device) -> torch.Tensor | None:
@@ -57,6 +66,7 @@ def naive_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=Non
     Cost: time O(L S D); memory O(L S): the scores and weights are materialised.
     Shapes: q (..., L, D), k (..., S, D), v (..., S, Dv) -> out (..., L, Dv),
     and with ``return_weights`` also the weights (..., L, S).
+    ``is_causal``: query i sees keys j <= i, aligned at the top left as SDPA (`causal_mask`).
     A query with no allowed key gets weights of zero (and an output of zero), as SDPA does.
     ``bias``: an optional float tensor broadcastable to (..., L, S), added to the
     scaled scores (ALiBi and relative position biases); ``dropout_p`` drops
@@ -185,7 +195,7 @@ def sdpa(q, k, v, *, mask=None, is_causal=False, scale=None, bias=None, dropout_
     Shapes: q (..., L, D), k (..., S, D), v (..., S, Dv) -> (..., L, Dv).
     ``bias`` (float, broadcastable to (..., L, S)) is added to the scaled scores;
     SDPA takes it as a float ``attn_mask``, into which a boolean mask and causality are
-    folded as -inf.
+    folded as -inf. ``is_causal`` is SDPA's, aligned at the top left (`causal_mask`).
     ``backend``: None (PyTorch chooses), "math", "flash", "efficient" or "cudnn";
     a backend that cannot run these inputs on this device raises ``RuntimeError``.
     """
@@ -521,8 +531,8 @@ def linear_attention(q, k, v, *, mask=None, is_causal=False, scale=None, chunk_s
     ``phi(q).phi(k)`` with ``phi(x) = elu(x) + 1``, so the product can be reordered.
 
     Math: ``out_i = phi(q_i)^T sum_j phi(k_j) v_j^T / phi(q_i)^T sum_j phi(k_j)``, sums over
-    all j, or j <= i when causal (chunked prefix sums, `linear_attention_recurrent` is the
-    same function step by step).
+    all j, or j <= i when causal (top-left aligned, as SDPA; chunked prefix sums,
+    `linear_attention_recurrent` is the same function step by step).
     Cost: time O((L + S) D Dv), plus O(L c D) causal; memory O(D Dv + L Dv), causal per
     chunk O(c^2 + c D + D Dv); never O(L S).
     Shapes: q (..., L, D), k (..., S, D), v (..., S, Dv) -> (..., L, Dv).
@@ -633,8 +643,9 @@ def performer_attention(q, k, v, *, num_features: int, mask=None, is_causal=Fals
 
     Math: ``exp(q.k * scale) ~= phi(q').phi(k')`` with ``x' = x sqrt(scale)`` (scale 1/sqrt(D):
     x D^-1/4) and ``phi`` = `favor_features` over `orthogonal_random_features`; then as
-    `linear_attention`, causal by the same chunked prefix sums. Maxima are subtracted in the
-    exponents for stability (per query, and a running one over the keys): they cancel.
+    `linear_attention`, causal (top-left aligned) by the same chunked prefix sums. Maxima are
+    subtracted in the exponents for stability (per query, and a running one over the keys):
+    they cancel.
     Cost: time O((L + S) m D + (L + S) m Dv), plus O(L c m) causal; memory O((L + S) m + m Dv),
     never O(L S); m = num_features.
     Shapes: q (..., L, D), k (..., S, D), v (..., S, Dv) -> (..., L, Dv).
