@@ -334,6 +334,9 @@ def run_segments(encoder: SegmentRecurrentEncoder, x: torch.Tensor, segment_len:
     Cost: ``ceil(T / segment_len)`` encoder calls; gradients stop at segment boundaries.
     """
     check_rank("x", x, 3, "(B, T, d_model)")
+    if x.shape[1] == 0:
+        raise ValueError(f"x has no time steps: expected (B, T, d_model) with T >= 1, got shape "
+                         f"{tuple(x.shape)}; check the slice that built it")
     check_positive_int("segment_len", segment_len)
     outs = []
     for segment in x.split(segment_len, dim=1):                              # (B, <=L, d) each
