@@ -35,9 +35,10 @@ COMPRESSIONS = ("pool", "conv")
 
 
 def _check_nonnegative_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    """``value`` as an int if it is an integer >= 0 (NumPy integers count), else raise."""
+    if isinstance(value, bool) or not hasattr(value, "__index__") or value < 0:
         raise ValueError(f"{name} must be a non-negative int, got {value!r}")
-    return value
+    return int(value)
 
 
 def _check_state(name: str, t, x: torch.Tensor, max_len: int, d_model: int) -> None:

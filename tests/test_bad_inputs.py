@@ -173,6 +173,7 @@ def test_numpy_integer_sizes_are_sizes():
     model = PatchTransformer(lookback=n(48), horizon=n(6), patch_len=n(12), stride=n(12), d_model=n(8), n_heads=n(2))
     assert model(torch.randn(2, 48, 1)).shape == (2, 6, 1) and type(model.lookback) is int
     assert MultiHeadAttention(n(8), n(2))(torch.randn(1, 3, 8)).shape == (1, 3, 8)
+    assert SegmentRecurrentEncoder(8, 2, 1, mem_len=n(4)).mem_len == 4
     x, y = make_windows(np.arange(20.0), n(5), n(2))
     assert x.shape == (14, 5, 1) and patchify(np.arange(12.0), n(4)).shape == (3, 4)
     with pytest.raises(ValueError, match="lookback must be a positive int, got 0"):
