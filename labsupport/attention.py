@@ -76,7 +76,11 @@ def _unwrap(kernel) -> tuple[object, dict]:
 def kernel_spec(kernel) -> KernelSpec:
     """The `KernelSpec` declared for ``kernel``: a name in `KERNELS`, a function, a
     ``functools.partial`` of one or a module instance. An undeclared callable gets
-    `UNDECLARED` (mask and is_causal passed through; no bias, dropout or weights)."""
+    `UNDECLARED` (mask and is_causal passed through; no bias, dropout or weights).
+
+    >>> kernel_spec("local").exact, kernel_spec("linear").exact, kernel_spec("flash").dropout
+    (True, False, False)
+    """
     spec = getattr(_unwrap(get_kernel(kernel))[0], "spec", None)
     return spec if isinstance(spec, KernelSpec) else UNDECLARED
 
