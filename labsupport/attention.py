@@ -87,7 +87,7 @@ def kernel_spec(kernel) -> KernelSpec:
 
 def kernel_name(kernel) -> str:
     """A short name for messages: ``'local_attention'``, ``'LinformerAttention'``, ``'<lambda>'``."""
-    base = _unwrap(kernel)[0]
+    base = _unwrap(get_kernel(kernel))[0]
     return getattr(base, "__name__", type(base).__name__)
 
 
@@ -95,8 +95,7 @@ def explicit_attention(kernel, q, k, v, **options):
     """``(out, weights (..., L, S))`` of ``kernel`` with its weights formed explicitly, through
     its spec's ``explicit`` (a partial's fixed options included). Raises ``ValueError`` for
     a kernel that never forms the weights (an approximation) or declares no way to."""
-    spec, (_, fixed) = kernel_spec(kernel), _unwrap(get_kernel(kernel))
-    name = kernel_name(get_kernel(kernel))
+    spec, (_, fixed), name = kernel_spec(kernel), _unwrap(get_kernel(kernel)), kernel_name(kernel)
     if spec.explicit is None and not spec.exact and spec is not UNDECLARED:
         raise ValueError(f"return_weights=True: kernel {name!r} is an approximation that never forms the "
                          "(L, S) weights, and full softmax weights would belong to another model; look "

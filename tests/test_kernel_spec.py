@@ -119,6 +119,9 @@ def test_patch_transformer_reads_the_spec():
                              n_heads=2)
     with pytest.raises(ValueError, match="kernel 'linear_attention' is an approximation"):
         model(x, return_weights=True)
+    with pytest.raises(ValueError, match="kernel 'LinformerAttention' cannot be causal"):
+        PatchTransformer(lookback=48, horizon=6, patch_len=12, stride=12, kernel=LinformerAttention(4, 2))
+    assert attention.kernel_name("longformer") == "longformer_attention"
 
     class Pooled(nn.Module):
         """A fixed-length kernel that is not Linformer: the model must read the spec, not the class."""
