@@ -228,6 +228,10 @@ def _ridge():
 
 if hasattr(Mo, "RidgeForecaster"):          # on main since this file was written
     CASES["models.RidgeForecaster"] = _ridge
+if hasattr(P, "interleave_halves"):          # on main since this file was written
+    CASES["positional.interleave_halves"] = lambda: (P.interleave_halves, (np.int64(6),), {})
+if hasattr(R, "checklist"):                  # on main since this file was written
+    CASES["report.checklist"] = lambda: (R.checklist, ([("a claim", True), ("another", torch.tensor(False))],), {})
 if hasattr(Ly, "sublayer"):                  # gone from main since this file was written
     CASES["layers.sublayer"] = lambda: (
         Ly.sublayer, (t(2, 5, 8), lambda h: h * 2, built(torch.nn.LayerNorm, 8), torch.nn.Identity(), True), {})
