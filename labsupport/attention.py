@@ -167,9 +167,9 @@ def naive_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=Non
     allowed = _allowed(mask, is_causal, L, S, q.device)
     if allowed is not None:
         scores = scores.masked_fill(~allowed, float("-inf"))
-    none = torch.isneginf(scores).all(dim=-1, keepdim=True)         # rows with no key (mask or -inf bias)
-    weights = scores.masked_fill(none, 0.0).softmax(dim=-1)          # (..., L, S)
-    weights = weights.masked_fill(none, 0.0)                         # 0, not NaN, as SDPA
+    no_key = torch.isneginf(scores).all(dim=-1, keepdim=True)       # (..., L, 1): masked, or bias -inf
+    weights = scores.masked_fill(no_key, 0.0).softmax(dim=-1)        # (..., L, S)
+    weights = weights.masked_fill(no_key, 0.0)                       # 0, not NaN, as SDPA
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p)
     out = weights @ v                                                # (..., L, Dv)
@@ -257,7 +257,8 @@ def _flash_query_block(q, k, v, rows, mask, bias, is_causal, scale, block_size):
         l = l * correction + p.sum(dim=-1)
         acc = acc * correction[..., None] + p @ v[..., cols, :]
         m = m_new
-    return acc / l.clamp_min(1.0)[..., None]    # l >= 1 with any key (its max adds e^0); no key: 0, finite grads
+    # l >= 1 for a row with any key (its maximum adds e^0); a row with none gets 0, with finite grads
+    return acc / l.clamp_min(1.0)[..., None]
 
 
 _BACKENDS = {
@@ -357,8 +358,9 @@ def longformer_mask(L: int, window: int, global_tokens, *, is_causal: bool = Fal
 def _global_index(global_tokens, L: int, device) -> torch.Tensor:
     """Sorted, de-duplicated global positions as a long tensor (g,), each in [0, L)."""
     if isinstance(global_tokens, torch.Tensor) and global_tokens.dtype == torch.bool:
-        raise TypeError(f"global_tokens are positions, got a bool tensor of shape {tuple(global_tokens.shape)}; "
-                        "for a bool mask of the global positions pass mask.nonzero().flatten()")
+        raise TypeError(f"global_tokens are positions, got a bool tensor of shape "
+                        f"{tuple(global_tokens.shape)}; for a bool mask of the global positions pass "
+                        "mask.nonzero().flatten()")
     if isinstance(global_tokens, torch.Tensor) and global_tokens.is_floating_point():
         raise TypeError(f"global_tokens are integer positions, got dtype {global_tokens.dtype}")
     g = torch.as_tensor(global_tokens, dtype=torch.long, device=device).reshape(-1).unique()  # (g,)

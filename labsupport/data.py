@@ -50,8 +50,9 @@ class Series:
     name: str = ""
 
     def __post_init__(self):
-        if not isinstance(self.timestamps, np.ndarray) or not np.issubdtype(self.timestamps.dtype, np.datetime64):
-            kind = self.timestamps.dtype if isinstance(self.timestamps, np.ndarray) else type(self.timestamps).__name__
+        stamps = self.timestamps
+        if not isinstance(stamps, np.ndarray) or not np.issubdtype(stamps.dtype, np.datetime64):
+            kind = stamps.dtype if isinstance(stamps, np.ndarray) else type(stamps).__name__
             raise TypeError(f"timestamps must be a numpy datetime64 array, got {kind}; convert with "
                             "np.asarray(times, dtype='datetime64[m]')")
         if not isinstance(self.values, np.ndarray):

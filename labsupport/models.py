@@ -338,7 +338,8 @@ class PatchTransformer(nn.Module):
         spec, name = kernel_spec(kernel), kernel_name(kernel)
         if spec.fixed_length and kernel.seq_len != self.n_patches:
             raise ValueError(f"kernel {name}(seq_len={kernel.seq_len}) does not fit this model's "
-                             f"{self.n_patches} patch tokens; build it with {name}(seq_len={self.n_patches}, ...)")
+                             f"{self.n_patches} patch tokens; build it with "
+                             f"{name}(seq_len={self.n_patches}, ...)")
         if self.causal and not spec.causal:
             raise ValueError(f"kernel {name!r} cannot be causal; pass causal=False: the head still "
                              "forecasts only from the window, so nothing leaks")

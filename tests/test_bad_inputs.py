@@ -89,7 +89,8 @@ def test_load_csv_reads_excels_byte_order_mark(tmp_path):
 
 
 def test_load_csv_refuses_a_file_cut_inside_its_last_line(tmp_path):
-    with pytest.raises(ValueError, match=r"tiny.csv line 3: the file ends inside this line \('2020-01-01T01:00,4'\) "
+    with pytest.raises(ValueError, match=r"tiny.csv line 3: the file ends inside this line "
+                                         r"\('2020-01-01T01:00,4'\) "
                                          r"without a line break: it looks cut short"):
         load_csv(_write(tmp_path, "time,a\n2020-01-01T00:00,1\n2020-01-01T01:00,4"))
 
@@ -139,7 +140,7 @@ def test_standardizer_refuses_nan_or_inf_in_its_training_data():
 def qkv(L, S=None, D=4):
     g = torch.Generator().manual_seed(L)
     S = L if S is None else S
-    return torch.randn(1, 2, L, D, generator=g), torch.randn(1, 2, S, D, generator=g), torch.randn(1, 2, S, D, generator=g)
+    return tuple(torch.randn(1, 2, n, D, generator=g) for n in (L, S, S))
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
@@ -170,7 +171,8 @@ def test_numpy_integer_sizes_are_sizes():
     q, k, v = qkv(6)
     torch.testing.assert_close(local_attention(q, k, v, window=n(2)), local_attention(q, k, v, window=2))
     torch.testing.assert_close(flash_attention(q, k, v, block_size=n(4)), flash_attention(q, k, v, block_size=4))
-    model = PatchTransformer(lookback=n(48), horizon=n(6), patch_len=n(12), stride=n(12), d_model=n(8), n_heads=n(2))
+    model = PatchTransformer(lookback=n(48), horizon=n(6), patch_len=n(12), stride=n(12), d_model=n(8),
+                             n_heads=n(2))
     assert model(torch.randn(2, 48, 1)).shape == (2, 6, 1) and type(model.lookback) is int
     assert MultiHeadAttention(n(8), n(2))(torch.randn(1, 3, 8)).shape == (1, 3, 8)
     assert SegmentRecurrentEncoder(8, 2, 1, mem_len=n(4)).mem_len == 4

@@ -342,7 +342,7 @@ RIGHT = {   # one right answer per check, written as a student would
     "sinusoidal": _sinusoidal_right,
     "rotate_pairs": _rotate_right,
     "alibi_slopes": lambda n: [2 ** (-8 * (i + 1) / n) for i in range(n)],
-    "hour_features": lambda h: torch.stack([torch.sin(2 * torch.pi * h / 24), torch.cos(2 * torch.pi * h / 24)], -1),
+    "hour_features": lambda h: torch.stack([(2 * torch.pi * h / 24).sin(), (2 * torch.pi * h / 24).cos()], -1),
     "online_step": online(),
     "compress_mean": lambda s, r: s.view(s.shape[0], -1, r, s.shape[-1]).mean(2),
     "patch_count": lambda L, P, S: (L - P) // S + 1,
