@@ -29,6 +29,88 @@ from .validation import (check_attention_inputs, check_no_mask, check_nonnegativ
 Kernel = Callable[..., torch.Tensor]
 
 
+@dataclass(frozen=True)
+class KernelSpec:
+    """What an attention kernel takes and computes, declared where the kernel is defined
+    (`attention_kernel`) and read by `labsupport.layers` and `labsupport.models`.
+
+    ``mask``, ``bias``, ``causal``, ``dropout``: it takes a bool ``mask``, a float ``bias``
+    added to the scores, ``is_causal=True``, ``dropout_p``. ``exact``: softmax attention
+    over the keys it reads, no approximation (a sliding window is exact on its band).
+    ``module``: a trainable ``nn.Module``, used as an instance. ``fixed_length``: built for
+    one key length, its ``seq_len``. ``explicit``: a function of the kernel's arguments
+    returning ``(out, weights (..., L, S))``, the weights the kernel uses, formed
+    explicitly; None where the kernel never forms them.
+    """
+
+    mask: bool = False
+    bias: bool = False
+    causal: bool = True
+    dropout: bool = False
+    exact: bool = False
+    module: bool = False
+    fixed_length: bool = False
+    explicit: Callable | None = None
+
+
+UNDECLARED = KernelSpec(mask=True)   # a callable without a spec gets mask and is_causal passed through
+
+
+def attention_kernel(**fields):
+    """Declare a kernel's `KernelSpec` where it is defined: ``@attention_kernel(mask=True, ...)``
+    above a function or an ``nn.Module`` class."""
+    spec = KernelSpec(**fields)
+
+    def declare(kernel):
+        kernel.spec = spec
+        return kernel
+    return declare
+
+
+def _unwrap(kernel) -> tuple[object, dict]:
+    """The function under any ``functools.partial`` layers, and the keywords they fix."""
+    keywords = {}
+    while isinstance(kernel, partial):
+        keywords = {**kernel.keywords, **keywords}                     # outer layers win
+        kernel = kernel.func
+    return kernel, keywords
+
+
+def kernel_spec(kernel) -> KernelSpec:
+    """The `KernelSpec` declared for ``kernel``: a name in `KERNELS`, a function, a
+    ``functools.partial`` of one or a module instance. An undeclared callable gets
+    `UNDECLARED` (mask and is_causal passed through; no bias, dropout or weights).
+
+    >>> kernel_spec("local").exact, kernel_spec("linear").exact, kernel_spec("flash").dropout
+    (True, False, False)
+    """
+    spec = getattr(_unwrap(get_kernel(kernel))[0], "spec", None)
+    return spec if isinstance(spec, KernelSpec) else UNDECLARED
+
+
+def kernel_name(kernel) -> str:
+    """A short name for messages: ``'local_attention'``, ``'LinformerAttention'``, ``'<lambda>'``."""
+    base = _unwrap(get_kernel(kernel))[0]
+    return getattr(base, "__name__", type(base).__name__)
+
+
+def explicit_attention(kernel, q, k, v, **options):
+    """``(out, weights (..., L, S))`` of ``kernel`` with its weights formed explicitly, through
+    its spec's ``explicit`` (a partial's fixed options included). Raises ``ValueError`` for
+    a kernel that never forms the weights (an approximation) or declares no way to."""
+    spec, (_, fixed), name = kernel_spec(kernel), _unwrap(get_kernel(kernel)), kernel_name(kernel)
+    if spec.explicit is None and not spec.exact and spec is not UNDECLARED:
+        raise ValueError(f"return_weights=True: kernel {name!r} is an approximation that never forms the "
+                         "(L, S) weights, and full softmax weights would belong to another model; look "
+                         "at weights with an exact kernel ('naive', 'sdpa', 'flash') or a sliding window "
+                         "('local', 'longformer'), or call without return_weights")
+    if spec.explicit is None:
+        raise ValueError(f"return_weights=True: kernel {name!r} declares no explicit weights; declare "
+                         "them with @attention_kernel(..., explicit=fn), fn(q, k, v, **options) -> "
+                         "(out, weights), or call without return_weights")
+    return spec.explicit(q, k, v, **{**fixed, **options})
+
+
 def causal_mask(L: int, S: int | None = None, *, bottom_right: bool = False, device=None) -> torch.Tensor:
     """Boolean ``(L, S)`` mask, True where query i may attend key j, i.e. j <= i.
 
@@ -58,6 +140,15 @@ def _allowed(mask, is_causal: bool, L: int, S: int, device) -> torch.Tensor | No
     return causal if mask is None else mask & causal
 
 
+def _softmax_explicit(q, k, v, *, mask=None, is_causal=False, scale=None, bias=None, dropout_p=0.0,
+                      block_size=None, backend=None):
+    """The explicit form of the exact kernels: `naive_attention` and its weights (a block
+    size or an SDPA backend changes how the same function is computed, not its weights)."""
+    return naive_attention(q, k, v, mask=mask, is_causal=is_causal, scale=scale, bias=bias,
+                           dropout_p=dropout_p, return_weights=True)
+
+
+@attention_kernel(mask=True, bias=True, causal=True, dropout=True, exact=True, explicit=_softmax_explicit)
 def naive_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=None, dropout_p=0.0,
                     return_weights=False):
     """Textbook scaled dot-product attention with the explicit ``L x S`` score matrix.
@@ -67,7 +158,8 @@ def naive_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=Non
     Shapes: q (..., L, D), k (..., S, D), v (..., S, Dv) -> out (..., L, Dv),
     and with ``return_weights`` also the weights (..., L, S).
     ``is_causal``: query i sees keys j <= i, aligned at the top left as SDPA (`causal_mask`).
-    A query with no allowed key gets weights of zero (and an output of zero), as SDPA does.
+    A query with no allowed key (masked, or a bias of -inf everywhere) gets weights of zero
+    and an output of zero, as SDPA does.
     ``bias``: an optional float tensor broadcastable to (..., L, S), added to the
     scaled scores (ALiBi and relative position biases); ``dropout_p`` drops
     attention weights (pass 0.0 in evaluation, as for SDPA).
@@ -76,7 +168,7 @@ def naive_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=Non
     >>> naive_attention(q, k, v, is_causal=True).shape
     torch.Size([1, 1, 2, 4])
     """
-    check_attention_inputs(q, k, v, mask, bias)
+    check_attention_inputs(q, k, v, mask, bias, scale=scale, dropout_p=dropout_p)
     L, S = q.shape[-2], k.shape[-2]
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     scores = (q @ k.transpose(-2, -1)) * scale                      # (..., L, S)
@@ -85,13 +177,21 @@ def naive_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=Non
     allowed = _allowed(mask, is_causal, L, S, q.device)
     if allowed is not None:
         scores = scores.masked_fill(~allowed, float("-inf"))
-    weights = scores.softmax(dim=-1)                                 # (..., L, S)
-    if allowed is not None:                                          # rows with no key: 0, not NaN
-        weights = weights.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
+    no_key = torch.isneginf(scores).all(dim=-1, keepdim=True)       # (..., L, 1): masked, or bias -inf
+    weights = scores.masked_fill(no_key, 0.0).softmax(dim=-1)        # (..., L, S)
+    weights = weights.masked_fill(no_key, 0.0)                       # 0, not NaN, as SDPA
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p)
     out = weights @ v                                                # (..., L, Dv)
     return (out, weights) if return_weights else out
+
+
+def _at_least_2d(t):
+    """A mask or bias of shape (S,) or () as (1, S) or (1, 1): the same broadcast, with the
+    (L, S) axes that tiling and SDPA index."""
+    if t is None or t.dim() >= 2:
+        return t
+    return t.reshape((1,) * (2 - t.dim()) + tuple(t.shape))              # (1, S) or (1, 1)
 
 
 def _tile(t, rows: slice, cols: slice):
@@ -103,6 +203,7 @@ def _tile(t, rows: slice, cols: slice):
     return t[..., r, c]
 
 
+@attention_kernel(mask=True, bias=True, causal=True, exact=True, explicit=_softmax_explicit)
 def flash_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=None,
                     block_size=128):
     """FlashAttention's algorithm in plain PyTorch: tiles and an online softmax.
@@ -126,8 +227,9 @@ def flash_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=Non
     >>> torch.allclose(flash_attention(q, k, v, block_size=2), naive_attention(q, k, v), atol=1e-6)
     True
     """
-    check_attention_inputs(q, k, v, mask, bias)
-    check_positive_int("block_size", block_size)
+    check_attention_inputs(q, k, v, mask, bias, scale=scale)
+    block_size = check_positive_int("block_size", block_size)
+    mask, bias = _at_least_2d(mask), _at_least_2d(bias)
     L, S = q.shape[-2], k.shape[-2]
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     out = q.new_empty(*q.shape[:-1], v.shape[-1])                         # (..., L, Dv)
@@ -165,7 +267,8 @@ def _flash_query_block(q, k, v, rows, mask, bias, is_causal, scale, block_size):
         l = l * correction + p.sum(dim=-1)
         acc = acc * correction[..., None] + p @ v[..., cols, :]
         m = m_new
-    return acc / l.clamp_min(torch.finfo(l.dtype).tiny)[..., None]        # rows with no key: 0
+    # l >= 1 for a row with any key (its maximum adds e^0); a row with none gets 0, with finite grads
+    return acc / l.clamp_min(1.0)[..., None]
 
 
 _BACKENDS = {
@@ -186,6 +289,7 @@ def _backend_context(backend: str | None):
     return sdpa_kernel(getattr(SDPBackend, _BACKENDS[backend]))
 
 
+@attention_kernel(mask=True, bias=True, causal=True, dropout=True, exact=True, explicit=_softmax_explicit)
 def sdpa(q, k, v, *, mask=None, is_causal=False, scale=None, bias=None, dropout_p=0.0, backend=None):
     """``F.scaled_dot_product_attention``, optionally forced to one backend.
 
@@ -199,7 +303,8 @@ def sdpa(q, k, v, *, mask=None, is_causal=False, scale=None, bias=None, dropout_
     ``backend``: None (PyTorch chooses), "math", "flash", "efficient" or "cudnn";
     a backend that cannot run these inputs on this device raises ``RuntimeError``.
     """
-    check_attention_inputs(q, k, v, mask, bias)
+    check_attention_inputs(q, k, v, mask, bias, scale=scale, dropout_p=dropout_p)
+    mask, bias = _at_least_2d(mask), _at_least_2d(bias)
     if bias is not None:                                            # one additive float mask
         allowed = _allowed(mask, is_causal, q.shape[-2], k.shape[-2], q.device)
         mask = bias if allowed is None else bias.masked_fill(~allowed, float("-inf"))
@@ -262,6 +367,12 @@ def longformer_mask(L: int, window: int, global_tokens, *, is_causal: bool = Fal
 
 def _global_index(global_tokens, L: int, device) -> torch.Tensor:
     """Sorted, de-duplicated global positions as a long tensor (g,), each in [0, L)."""
+    if isinstance(global_tokens, torch.Tensor) and global_tokens.dtype == torch.bool:
+        raise TypeError(f"global_tokens are positions, got a bool tensor of shape "
+                        f"{tuple(global_tokens.shape)}; for a bool mask of the global positions pass "
+                        "mask.nonzero().flatten()")
+    if isinstance(global_tokens, torch.Tensor) and global_tokens.is_floating_point():
+        raise TypeError(f"global_tokens are integer positions, got dtype {global_tokens.dtype}")
     g = torch.as_tensor(global_tokens, dtype=torch.long, device=device).reshape(-1).unique()  # (g,)
     if g.numel() and (g.min() < 0 or g.max() >= L):
         raise ValueError(f"global_tokens must be positions in [0, {L}) for L = {L}, got {g.tolist()}")
@@ -327,14 +438,24 @@ class _Band:
         return ok if mask is None else ok & _gather_mask(mask, qi, kj, L, L)
 
 
-def _check_window(name: str, q, k, v, mask, window, block_size) -> None:
-    check_attention_inputs(q, k, v, mask)
+def _check_window(name: str, q, k, v, mask, window, block_size, scale=None, dropout_p=0.0) -> None:
+    check_attention_inputs(q, k, v, mask, scale=scale, dropout_p=dropout_p)
     check_self_attention(name, q, k, v)
     check_nonnegative_int("window", window)
     if block_size is not None:
         check_positive_int("block_size", block_size)
 
 
+def _local_explicit(q, k, v, *, window, mask=None, is_causal=False, scale=None, block_size=None,
+                    dropout_p=0.0):
+    """`local_attention` with its weights: `naive_attention` under `band_mask`."""
+    _check_window("local_attention", q, k, v, mask, window, block_size, scale, dropout_p)
+    allowed = band_mask(q.shape[-2], window, is_causal=is_causal, device=q.device)   # (L, L)
+    return naive_attention(q, k, v, mask=allowed if mask is None else allowed & mask, scale=scale,
+                           dropout_p=dropout_p, return_weights=True)
+
+
+@attention_kernel(mask=True, causal=True, dropout=True, exact=True, explicit=_local_explicit)
 def local_attention(q, k, v, *, window: int, mask=None, is_causal=False, scale=None,
                     block_size: int | None = None, dropout_p: float = 0.0):
     """Sliding-window (local) self-attention: query i sees keys j with ``|i - j| <= window``
@@ -351,8 +472,10 @@ def local_attention(q, k, v, *, window: int, mask=None, is_causal=False, scale=N
     >>> local_attention(q, k, v, window=2).shape
     torch.Size([1, 2, 10, 4])
     """
-    _check_window("local_attention", q, k, v, mask, window, block_size)
+    _check_window("local_attention", q, k, v, mask, window, block_size, scale, dropout_p)
     L = q.shape[-2]
+    if L == 0:                                                              # nothing to attend: (..., 0, Dv)
+        return v.new_zeros(v.shape)
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     band = _Band.of(L, window, is_causal, block_size)
     scores = band.chunks(q) @ band.bands(k).transpose(-2, -1) * scale       # (..., n, c, band)
@@ -363,6 +486,17 @@ def local_attention(q, k, v, *, window: int, mask=None, is_causal=False, scale=N
     return out.flatten(-3, -2)[..., :L, :]                                  # (..., L, Dv)
 
 
+def _longformer_explicit(q, k, v, *, window, global_tokens, mask=None, is_causal=False, scale=None,
+                         block_size=None, dropout_p=0.0):
+    """`longformer_attention` with its weights: `naive_attention` under `longformer_mask`."""
+    _check_window("longformer_attention", q, k, v, mask, window, block_size, scale, dropout_p)
+    allowed = longformer_mask(q.shape[-2], window, global_tokens, is_causal=is_causal,
+                              device=q.device)                                          # (L, L)
+    return naive_attention(q, k, v, mask=allowed if mask is None else allowed & mask, scale=scale,
+                           dropout_p=dropout_p, return_weights=True)
+
+
+@attention_kernel(mask=True, causal=True, dropout=True, exact=True, explicit=_longformer_explicit)
 def longformer_attention(q, k, v, *, window: int, global_tokens, mask=None, is_causal=False,
                          scale=None, block_size: int | None = None, dropout_p: float = 0.0):
     """Longformer attention: a sliding window plus global tokens that attend to every key and
@@ -376,8 +510,10 @@ def longformer_attention(q, k, v, *, window: int, global_tokens, mask=None, is_c
     ``global_tokens``: positions (a list or a long tensor, each in [0, L)); ``mask`` as in
     `local_attention`.
     """
-    _check_window("longformer_attention", q, k, v, mask, window, block_size)
+    _check_window("longformer_attention", q, k, v, mask, window, block_size, scale, dropout_p)
     L = q.shape[-2]
+    if L == 0:                                                              # nothing to attend: (..., 0, Dv)
+        return v.new_zeros(v.shape)
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     g = _global_index(global_tokens, L, q.device)                          # (g,)
     band = _Band.of(L, window, is_causal, block_size)
@@ -413,6 +549,7 @@ def _longformer_allowed(band: _Band, g, L: int, mask, is_causal: bool, device) -
     return torch.cat([in_band, to_global], dim=-1)
 
 
+@attention_kernel(causal=False, dropout=True, module=True, fixed_length=True)
 class LinformerAttention(nn.Module):
     """Linformer (Wang et al. 2020): learned projections ``E, F (k x seq_len)`` shorten the
     keys and values along the length axis, then softmax attention runs against k rows.
@@ -442,7 +579,7 @@ class LinformerAttention(nn.Module):
         self.register_parameter("F", None if share_kv else nn.Parameter(torch.randn(k, seq_len) * k ** -0.5))
 
     def forward(self, q, k, v, *, mask=None, is_causal=False, scale=None, dropout_p: float = 0.0):
-        check_attention_inputs(q, k, v)
+        check_attention_inputs(q, k, v, scale=scale, dropout_p=dropout_p)
         if is_causal:
             raise ValueError("LinformerAttention cannot be causal: each projected key mixes all "
                              f"{self.seq_len} positions, future ones included; use local, linear or "
@@ -506,6 +643,8 @@ def _kernelized_causal(phi_q, phi_k, v, *, chunk_size: int, log_keys: bool = Fal
         outs.append(num / _nonzero(den))
         S = S + kc.transpose(-2, -1) @ vc                                   # (..., m, Dv)
         z = z + kc.sum(dim=-2).unsqueeze(-1)                                # (..., m, 1)
+    if not outs:                                                            # L = 0
+        return v.new_zeros(*batch, 0, v.shape[-1])
     return torch.cat(outs, dim=-2)                                          # (..., L, Dv)
 
 
@@ -526,6 +665,7 @@ def _elu_features(q, k, scale):
     return F.elu(q) + 1, F.elu(k) + 1
 
 
+@attention_kernel(causal=True)
 def linear_attention(q, k, v, *, mask=None, is_causal=False, scale=None, chunk_size: int = 64):
     """Linear attention (Katharopoulos et al. 2020): softmax's ``exp(q.k)`` replaced by
     ``phi(q).phi(k)`` with ``phi(x) = elu(x) + 1``, so the product can be reordered.
@@ -540,7 +680,7 @@ def linear_attention(q, k, v, *, mask=None, is_causal=False, scale=None, chunk_s
     ``chunk_size``: positions per chunk of the causal prefix sums. No ``mask``: the (L, S)
     scores are never formed.
     """
-    check_attention_inputs(q, k, v)
+    check_attention_inputs(q, k, v, scale=scale)
     check_no_mask("linear_attention", mask, _NO_MASK)
     check_positive_int("chunk_size", chunk_size)
     phi_q, phi_k = _elu_features(q, k, scale)                              # (..., L, D), (..., S, D)
@@ -573,7 +713,7 @@ def linear_attention_recurrent(q, k, v, *, state: LinearAttentionState | None = 
     >>> torch.allclose(torch.cat([out, rest], -2), linear_attention(q, k, v, is_causal=True), atol=1e-6)
     True
     """
-    check_attention_inputs(q, k, v)
+    check_attention_inputs(q, k, v, scale=scale)
     check_self_attention("linear_attention_recurrent", q, k, v)
     *batch, L, D = q.shape
     if state is None:
@@ -636,6 +776,7 @@ def favor_features(x, w):
     return torch.exp(_favor_log(x, w))
 
 
+@attention_kernel(causal=True)
 def performer_attention(q, k, v, *, num_features: int, mask=None, is_causal=False, generator=None,
                         scale=None, chunk_size: int = 64):
     """Performer attention (FAVOR+, Choromanski et al. 2021): softmax attention estimated with
@@ -653,9 +794,11 @@ def performer_attention(q, k, v, *, num_features: int, mask=None, is_causal=Fals
     ``torch.Generator`` continues its stream; an int seed gives the same features every call.
     No ``mask``: the (L, S) scores are never formed.
     """
-    check_attention_inputs(q, k, v)
+    check_attention_inputs(q, k, v, scale=scale)
     check_no_mask("performer_attention", mask, _NO_MASK)
     check_positive_int("chunk_size", chunk_size)
+    if 0 in (q.shape[-2], k.shape[-2]):                                     # no query or no key
+        return v.new_zeros(*q.shape[:-1], v.shape[-1])                      # (..., L, Dv), as SDPA
     D = q.shape[-1]
     root = (D ** -0.5 if scale is None else scale) ** 0.5                   # half the scale on q, half on k
     w = orthogonal_random_features(num_features, D, generator=generator, dtype=q.dtype, device=q.device)
@@ -722,6 +865,9 @@ KERNELS: dict[str, Kernel] = {
 
 def get_kernel(kernel: str | Kernel) -> Kernel:
     """Resolve a kernel given by name (a key of `KERNELS`) or as a callable."""
+    if isinstance(kernel, type) and getattr(kernel, "spec", UNDECLARED).module:
+        raise TypeError(f"{kernel.__name__} is a module class: pass an instance, "
+                        f"e.g. {kernel.__name__}(...) with its arguments")
     if callable(kernel):
         return kernel
     if kernel not in KERNELS:

@@ -6,13 +6,11 @@ round (``True`` = blocked): pass it ``~mask``.
 """
 from __future__ import annotations
 
-import inspect
-
 import torch
 from torch import nn
 
-from .attention import causal_mask, get_kernel, naive_attention
-from .validation import check_positive_int, check_rank
+from .attention import causal_mask, explicit_attention, get_kernel, kernel_name, kernel_spec
+from .validation import check_positive_int, check_probability, check_rank
 
 
 class MultiHeadAttention(nn.Module):
@@ -24,12 +22,17 @@ class MultiHeadAttention(nn.Module):
 
     ``kernel`` is a name in `labsupport.attention.KERNELS` (``"sdpa"``, ``"naive"``, ...)
     or a callable with the kernel signature, or an ``nn.Module`` with that signature such as
-    ``LinformerAttention(seq_len, k)``, which becomes a submodule. ``position`` is an optional
+    ``LinformerAttention(seq_len, k)``, which becomes a submodule. Its `KernelSpec`
+    (``self.spec``, see `labsupport.attention.attention_kernel`) says whether it takes
+    ``dropout_p`` (the attention dropout) and a score ``bias``; an undeclared callable is
+    passed ``mask`` and ``is_causal`` only. ``position`` is an optional
     `labsupport.positional.AttentionPosition` (RoPE, ALiBi, T5 or Transformer-XL
     relative positions) applied to every head; ``positions`` (L,) or (B, L) and
     ``key_positions`` then give the tokens' positions (default: indices, queries last).
-    ``return_weights=True`` computes the weights (B, H, L, S) explicitly with
-    `naive_attention`, whatever the kernel.
+    ``return_weights=True`` also returns the weights (B, H, L, S) of the kernel that ran,
+    formed explicitly by its spec's ``explicit`` function: softmax weights for the exact
+    kernels, zero outside the band for ``local`` and ``longformer``. An approximate kernel
+    (linear, Performer, Linformer) never forms them and raises ``ValueError``.
 
     ``is_causal`` is aligned at the bottom right: the L queries are the last L of the S
     tokens, and query i sees keys j <= i + S - L (`causal_mask(L, S, bottom_right=True)`),
@@ -47,21 +50,17 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, *, kernel="sdpa", dropout: float = 0.0,
                  bias: bool = True, position=None):
         super().__init__()
-        check_positive_int("d_model", d_model)
-        check_positive_int("n_heads", n_heads)
+        d_model, n_heads = check_positive_int("d_model", d_model), check_positive_int("n_heads", n_heads)
         if d_model % n_heads:
             raise ValueError(f"d_model {d_model} is not divisible by n_heads {n_heads}")
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
-        self.kernel = get_kernel(kernel)
-        self.dropout = dropout
-        # an nn.Module kernel (LinformerAttention) is now a submodule, so it trains; read its forward
-        takes = inspect.signature(self.kernel.forward if isinstance(self.kernel, nn.Module)
-                                  else self.kernel).parameters
-        self._kernel_takes_dropout = "dropout_p" in takes
-        if position is not None and position.needs_bias and "bias" not in takes:
+        self.kernel = get_kernel(kernel)        # an nn.Module kernel becomes a submodule, so it trains
+        self.spec = kernel_spec(self.kernel)
+        self.dropout = check_probability("dropout", dropout)
+        if position is not None and position.needs_bias and not self.spec.bias:
             raise ValueError(f"{type(position).__name__} adds a bias to the scores, which kernel "
-                             f"{getattr(self.kernel, '__name__', kernel)!r} cannot take; use naive, sdpa "
-                             "or flash, or a rotary encoding")
+                             f"{kernel_name(self.kernel)!r} does not declare (bias=False); use naive, "
+                             "sdpa or flash, or a rotary encoding")
         self.position = position
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -88,6 +87,10 @@ class MultiHeadAttention(nn.Module):
                              f"got {tuple(x.shape)} and {tuple(context.shape)}")
         L, S = x.shape[1], context.shape[1]
         if is_causal and L != S:                  # the queries are the newest tokens: bottom-right
+            if not self.spec.mask:
+                raise ValueError(f"is_causal with {L} queries and {S} keys needs a bottom-right causal "
+                                 f"mask, and kernel {kernel_name(self.kernel)!r} takes no mask; use "
+                                 "naive, sdpa or flash for a cached step, or equal query and key lengths")
             causal = causal_mask(L, S, bottom_right=True, device=x.device)  # (L, S)
             mask, is_causal = (causal if mask is None else mask & causal), False
         q = self.split_heads(self.q_proj(x))                                 # (B, H, L, hd)
@@ -102,12 +105,11 @@ class MultiHeadAttention(nn.Module):
             if score_bias is not None:
                 extra["bias"] = score_bias
         p = self.dropout if self.training else 0.0
-        if return_weights:
-            out, weights = naive_attention(q, k, v, mask=mask, is_causal=is_causal,
-                                           dropout_p=p, return_weights=True, **extra)
-            return self.out_proj(self.merge_heads(out)), weights
-        if self._kernel_takes_dropout:
+        if self.spec.dropout:
             extra["dropout_p"] = p
+        if return_weights:                                                   # the same kernel, explicitly
+            out, weights = explicit_attention(self.kernel, q, k, v, mask=mask, is_causal=is_causal, **extra)
+            return self.out_proj(self.merge_heads(out)), weights             # weights (B, H, L, S)
         out = self.kernel(q, k, v, mask=mask, is_causal=is_causal, **extra)  # (B, H, L, hd)
         return self.out_proj(self.merge_heads(out))                          # (B, L, d_model)
 

@@ -35,9 +35,10 @@ COMPRESSIONS = ("pool", "conv")
 
 
 def _check_nonnegative_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    """``value`` as an int if it is an integer >= 0 (NumPy integers count), else raise."""
+    if isinstance(value, bool) or not hasattr(value, "__index__") or value < 0:
         raise ValueError(f"{name} must be a non-negative int, got {value!r}")
-    return value
+    return int(value)
 
 
 def _check_state(name: str, t, x: torch.Tensor, max_len: int, d_model: int) -> None:
@@ -320,6 +321,9 @@ def run_segments(encoder: SegmentRecurrentEncoder, x: torch.Tensor, segment_len:
     Cost: ``ceil(T / segment_len)`` encoder calls; gradients stop at segment boundaries.
     """
     check_rank("x", x, 3, "(B, T, d_model)")
+    if x.shape[1] == 0:
+        raise ValueError(f"x has no time steps: expected (B, T, d_model) with T >= 1, got shape "
+                         f"{tuple(x.shape)}; check the slice that built it")
     check_positive_int("segment_len", segment_len)
     outs = []
     for segment in x.split(segment_len, dim=1):                              # (B, <=L, d) each

@@ -332,7 +332,7 @@ def test_linformer_trains_inside_multi_head_attention():
     lin = LinformerAttention(10, 4)
     mha = MultiHeadAttention(16, 4, kernel=lin, dropout=0.1)
     assert mha.kernel is lin and any(p is lin.E for p in mha.parameters())
-    assert mha._kernel_takes_dropout                                # read from forward's signature
+    assert mha.spec.dropout                                         # declared by LinformerAttention
     mha(torch.randn(2, 10, 16)).sum().backward()
     assert lin.E.grad is not None and lin.E.grad.abs().sum() > 0
     with pytest.raises(ValueError, match="cannot be causal"):

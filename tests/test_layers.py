@@ -122,5 +122,5 @@ def test_causal_with_more_queries_than_keys_is_bottom_right_too():
 
 def test_causal_with_fewer_queries_needs_a_kernel_that_takes_a_mask():
     x = torch.randn(1, 6, 16)
-    with pytest.raises(ValueError, match="linear_attention takes no mask"):
+    with pytest.raises(ValueError, match="kernel .linear_attention. takes no mask; use naive, sdpa or flash"):
         MultiHeadAttention(16, 4, kernel="linear")(x[:, 4:], x, is_causal=True)

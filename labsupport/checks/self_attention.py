@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from . import reference
-from .core import Hint, check, close, expect_tensor
+from .core import Hint, check, close, expect_number, expect_tensor
 
 
 def _qk(L=5, S=7, D=8, seed=0):
@@ -46,8 +46,9 @@ def attention_weights(fn):
 def causal_attention(fn):
     L, D = 6, 8
     q, k = _qk(L, L, D, seed=1)
-    eye = torch.eye(L, dtype=torch.float64).expand(2, 3, L, L)       # v = I: the output IS the weights
-    w = expect_tensor(fn(q, k, eye), (2, 3, L, L), "causal_attention(q, k, v) with v (2, 3, 6, 6)")
+    eye = torch.eye(L, dtype=torch.float64).repeat(2, 3, 1, 1)       # v = I: the output IS the weights
+    w = expect_tensor(fn(q, k, eye), (2, 3, L, L), "causal_attention(q, k, v) with v (2, 3, 6, 6)",
+                      finite=False).double()
     if not torch.isfinite(w).all():
         raise Hint("the output holds NaN: a query with every key masked (position 0 has only itself: "
                    "keep the diagonal, tril rather than tril(diagonal=-1))")
@@ -79,9 +80,7 @@ def score_matrix_bytes(fn):
     cases = ((1, 1, 1024, torch.float32), (8, 4, 512, torch.float16), (2, 8, 2048, torch.float64))
     for batch, heads, length, dtype in cases:
         right = reference.score_matrix_bytes(batch, heads, length, dtype)
-        got = fn(batch, heads, length, dtype)
-        if not isinstance(got, (int, float)) or isinstance(got, bool):
-            raise Hint(f"return a number of bytes, got {type(got).__name__}")
+        got = expect_number(fn(batch, heads, length, dtype), "a number of bytes")
         if got == right:
             continue
         call = f"score_matrix_bytes({batch}, {heads}, {length}, {dtype})"
