@@ -38,17 +38,13 @@ def _fmt(value, spec) -> str:
     return spec(value) if callable(spec) else spec.format(value)
 
 
-def sweep_table(rows, *, flops: bool = False, peak_tflops: float | None = None,
-                peak_label: str = "bf16 peak", resolution: float = 1e6) -> None:
+def sweep_table(rows, *, flops: bool = False, peak=None) -> None:
     """Print `labsupport.timing.cost_sweep` rows: time median (min-max), measured peak,
-    the model where there is one, and why a point did not run. Peaks below
-    ``resolution`` bytes print as "< 1.0 MB": the CPU's resident-set measurement is
-    page-granular and shares the process with everything else, so it does not resolve
-    them (CUDA's allocator statistics do, but the bound is still true).
+    the model where there is one, and why a point did not run.
 
-    ``flops`` adds the achieved TFLOP/s; ``peak_tflops`` (the device's measured peak,
-    `labsupport.timing.matmul_peak_tflops`) adds it and the fraction of that peak, in
-    a column headed ``% of {peak_label}``."""
+    ``flops`` adds the achieved TFLOP/s; ``peak`` (a `labsupport.timing.matmul_peak`
+    measured in the dtype the rows ran in) adds it and the fraction of that peak, in a
+    column headed ``% of bf16 peak`` (or the peak's own dtype)."""
     from .timing import add_peak_fraction, format_bytes
 
     def ms(r):
@@ -56,26 +52,19 @@ def sweep_table(rows, *, flops: bool = False, peak_tflops: float | None = None,
             return r["status"]
         return f"{r['time_s'] * 1e3:.1f} ({r['time_min'] * 1e3:.1f}-{r['time_max'] * 1e3:.1f})"
 
-    def peak(r):
-        if r["status"] != "ok":
-            return r["note"]
-        if r["peak_bytes"] is not None and r["peak_bytes"] < resolution:
-            return f"< {format_bytes(resolution)}"        # below what the measurement resolves
-        return format_bytes(r["peak_bytes"])
-
-    if peak_tflops is not None:
-        rows, flops = add_peak_fraction(rows, peak_tflops), True
+    if peak is not None:
+        rows, flops = add_peak_fraction(rows, peak), True
     headers = ["kernel", "L", "time ms (min-max)", "peak (measured)", "model"]
     headers += ["TFLOP/s"] if flops else []
-    headers += [f"% of {peak_label}"] if peak_tflops is not None else []
+    headers += [f"% of {peak.label}"] if peak is not None else []
     out = []
     for r in rows:
-        measured = peak(r)
+        measured = format_bytes(r["peak_bytes"]) if r["status"] == "ok" else r["note"]
         model = format_bytes(r["model_bytes"]) if r["model_bytes"] is not None else "-"
         row = [r["kernel"], r["length"], ms(r), measured, model]
         if flops:
             row.append(f"{r['tflops']:.3f}" if r.get("tflops") else "-")
-        if peak_tflops is not None:
+        if peak is not None:
             row.append(f"{100 * r['peak_fraction']:.1f}" if r["peak_fraction"] else "-")
         out.append(row)
     table(headers, out)
