@@ -70,6 +70,28 @@ def sweep_table(rows, *, flops: bool = False, peak=None) -> None:
     table(headers, out)
 
 
+def precision_note(kernels, length: int, dtype, *, make_inputs=None, **kernel_kwargs) -> None:
+    """Print what a sweep in ``dtype`` measured: the SDPA backend that ran on its inputs, and,
+    below float32, each kernel's max error against itself in float32 at ``length``
+    (`labsupport.timing.dtype_error`). ``kernels``: name -> kernel, as for `cost_sweep`;
+    ``make_inputs(L)``: float32 inputs on the sweep's device (default `attention_inputs`);
+    ``kernel_kwargs`` (e.g. ``is_causal=True``) go to every kernel. Its lines depend on the
+    device: print them in a cell whose output is not checked."""
+    from .attention import sdpa_backend_used
+    from .timing import attention_inputs, dtype_error, dtype_name
+
+    make_inputs = make_inputs or attention_inputs
+    q, k, v = (t.to(dtype) for t in make_inputs(length))
+    backend = sdpa_backend_used(q, k, v, is_causal=kernel_kwargs.get("is_causal", False))
+    print(f"inputs in {dtype_name(dtype)} on {q.device.type}; SDPA ran its {backend} backend")
+    if dtype == torch.float32:
+        return
+    print(f"max |error| against the same kernel in float32, L = {length}:")
+    table(["kernel", "max error"],
+          [(name, dtype_error(kernel, length, dtype, make_inputs=make_inputs, **kernel_kwargs))
+           for name, kernel in kernels.items()], formats={1: "{:.1e}"})
+
+
 def machine_name(device=None) -> str:
     """A short name of the device a measurement ran on, for labels and saved sweeps."""
     import os

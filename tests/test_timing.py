@@ -436,3 +436,16 @@ def test_matmul_peak_tflops_on_cuda():
     if torch.cuda.get_device_capability() >= (8, 0):    # Ampere on: bf16 tensor cores
         bf16 = matmul_peak_tflops("cuda", sizes=(2048, 4096))
         assert bf16 > fp32
+
+
+def test_precision_note_names_the_backend_and_the_errors(capsys):
+    from labsupport.attention import flash_attention, sdpa
+    from labsupport.report import precision_note
+    precision_note({"sdpa": sdpa, "flash": flash_attention}, 64, torch.bfloat16, is_causal=True)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "inputs in bfloat16 on cpu; SDPA ran its flash backend"   # PyTorch's CPU flash
+    assert lines[1] == "max |error| against the same kernel in float32, L = 64:"
+    errors = {line.split()[0]: float(line.split()[1]) for line in lines[3:]}
+    assert errors.keys() == {"sdpa", "flash"} and all(0 < e < 5e-2 for e in errors.values())
+    precision_note({"sdpa": sdpa}, 64, torch.float32)
+    assert capsys.readouterr().out.splitlines() == ["inputs in float32 on cpu; SDPA ran its flash backend"]
