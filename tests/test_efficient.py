@@ -134,7 +134,7 @@ def test_local_in_groups_equals_naive_under_the_band_mask(small_groups, L, windo
     q, k, v = qkv(L, dtype=torch.float64)
     band = _Band.of(L, window, causal, block_size, batch=6)
     if small_groups == 1:                                                   # really grouped
-        assert len(list(band.groups())) == band.n
+        assert band.n == 1 or len(list(band.groups())) > 1
     out = local_attention(q, k, v, window=window, is_causal=causal, block_size=block_size)
     torch.testing.assert_close(out, golden(q, k, v, band_mask(L, window, is_causal=causal)),
                                **tol(torch.float64))
