@@ -66,6 +66,10 @@ def test_peak_memory_keeps_grad_mode_and_reraises():
     with pytest.raises(ValueError, match="inside"):
         peak_memory(lambda: (_ for _ in ()).throw(ValueError("inside")))
     assert peak_memory(lambda: torch.ones(10)) == 40              # the profiler was stopped
+    from torch.profiler import ProfilerActivity, profile           # and operators are recorded again
+    with timing._quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as later:
+        torch.ones(10)
+    assert "aten::ones" in {e.name for e in later.events()}
 
 
 def test_peak_memory_is_none_where_not_measurable():
