@@ -44,7 +44,7 @@ def sweep_table(rows, *, flops: bool = False, peak=None) -> None:
 
     ``flops`` adds the achieved TFLOP/s; ``peak`` (a `labsupport.timing.matmul_peak`
     measured in the dtype the rows ran in) adds it and the fraction of that peak, in a
-    column headed ``% of bf16 peak`` (or the peak's own dtype)."""
+    column headed with the peak's label (``% of bf16 peak``, ``% of fp32 peak``)."""
     from .timing import add_peak_fraction, format_bytes
 
     def ms(r):

@@ -84,9 +84,10 @@ def test_peak_memory_is_none_while_another_profiler_runs():
     with timing._quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as users:
         torch.ones(10)
         assert peak_memory(lambda: torch.ones(1000)) is None      # "not measured", not a guess
+        assert not cpu_peak_supported()
         torch.ones(20)
     assert sum(e.name == "aten::ones" for e in users.events()) == 2   # the user's session survived
-    assert peak_memory(lambda: torch.ones(1000)) == 4000
+    assert peak_memory(lambda: torch.ones(1000)) == 4000 and cpu_peak_supported()
 
 
 @exact_cpu_peak
