@@ -221,6 +221,10 @@ def flash_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=Non
     Gradients: autograd differentiates the loop, but it must keep every tile's
     probabilities for the backward pass, so training memory is O(L S) again. The real
     kernel stores only ``m`` and ``l`` per row and recomputes the tiles backwards.
+    Precision: in bfloat16 or float16, as in FlashAttention, only the two matrix products
+    read half-precision operands (``Q K^T``, then ``P V`` with ``P`` rounded); the scores,
+    ``m``, ``l`` and ``acc`` are float32, which keeps a long row's normaliser exact
+    where a half-precision sum would stop growing (bfloat16 holds 8 significant bits).
     Shapes: q (..., L, D), k (..., S, D), v (..., S, Dv) -> (..., L, Dv).
 
     >>> q = k = v = torch.randn(1, 2, 5, 4)
@@ -243,14 +247,15 @@ def flash_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=Non
 def _flash_query_block(q, k, v, rows, mask, bias, is_causal, scale, block_size):
     """Attention output for the queries in ``rows``, visiting key tiles one at a time."""
     q_block = q[..., rows, :] * scale                                     # (..., Bq, D)
-    m = q.new_full(q_block.shape[:-1], float("-inf"))                     # (..., Bq) running max
-    l = q.new_zeros(q_block.shape[:-1])                                   # (..., Bq) normaliser
-    acc = q.new_zeros(*q_block.shape[:-1], v.shape[-1])                   # (..., Bq, Dv)
+    stats = dict(dtype=torch.promote_types(q.dtype, torch.float32), device=q.device)  # half: float32
+    m = torch.full(q_block.shape[:-1], float("-inf"), **stats)            # (..., Bq) running max
+    l = torch.zeros(q_block.shape[:-1], **stats)                          # (..., Bq) normaliser
+    acc = torch.zeros(*q_block.shape[:-1], v.shape[-1], **stats)          # (..., Bq, Dv)
     S = k.shape[-2]
     last_key = min(rows.stop, S) if is_causal else S                      # keys j <= i only
     for j in range(0, last_key, block_size):
         cols = slice(j, min(j + block_size, last_key))
-        s = q_block @ k[..., cols, :].transpose(-2, -1)                   # (..., Bq, Bk) one tile
+        s = (q_block @ k[..., cols, :].transpose(-2, -1)).to(m.dtype)     # (..., Bq, Bk) one tile
         if bias is not None:
             s = s + _tile(bias, rows, cols)
         allowed = _tile(mask, rows, cols)
@@ -265,10 +270,10 @@ def _flash_query_block(q, k, v, rows, mask, bias, is_causal, scale, block_size):
         p = (s - shift[..., None]).exp()                                  # (..., Bq, Bk)
         correction = (m - shift).exp()                                    # rescales old sums
         l = l * correction + p.sum(dim=-1)
-        acc = acc * correction[..., None] + p @ v[..., cols, :]
+        acc = acc * correction[..., None] + (p.to(v.dtype) @ v[..., cols, :]).to(m.dtype)
         m = m_new
     # l >= 1 for a row with any key (its maximum adds e^0); a row with none gets 0, with finite grads
-    return acc / l.clamp_min(1.0)[..., None]
+    return (acc / l.clamp_min(1.0)[..., None]).to(q.dtype)
 
 
 _BACKENDS = {
@@ -396,44 +401,71 @@ def _masked_softmax(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor
     return scores.softmax(dim=-1).masked_fill(~some, 0.0)
 
 
+_GROUPS = 16              # a sliding window's chunks run in at most 16 groups, one at a time,
+_GROUP_SCORES = 2 ** 17   # of at least 2^17 scores each (512 kB in float32): short inputs in one
+
+
 @dataclass(frozen=True)
 class _Band:
     """A sliding window cut into ``n`` chunks of ``c`` queries. Chunk t holds queries
     ``t c ... t c + c - 1`` and sees keys ``t c - left ... t c + c - 1 + right``: its scores
-    are ``(c, c + left + right)``, so all of them together take O(L (c + left + right))."""
+    are ``(c, c + left + right)``. The chunks run in groups of ``per_group``, so only one
+    group's scores are alive at a time: up to 16 groups, each with at least 2^17 scores
+    (over the batch and heads), so that long sequences keep about 1/16 of the band's
+    scores alive and short ones run in one pass, without a Python loop's overhead."""
 
     n: int
     c: int
     left: int
     right: int
+    per_group: int
 
     @classmethod
-    def of(cls, L: int, window: int, is_causal: bool, block_size: int | None) -> "_Band":
+    def of(cls, L: int, window: int, is_causal: bool, block_size: int | None,
+           batch: int = 1) -> "_Band":
+        """The band of ``window`` over L positions; ``batch``: how many (batch x heads) rows
+        share it, which sets the group size."""
         w = min(window, L - 1)                                          # a wider window sees nothing more
         c = min(L, max(w, 1) if block_size is None else block_size)
-        return cls(-(-L // c), c, w, 0 if is_causal else w)
+        n, right = -(-L // c), 0 if is_causal else w
+        scores = batch * n * c * (c + w + right)
+        groups = min(_GROUPS, n, max(1, scores // _GROUP_SCORES))
+        return cls(n, c, w, right, -(-n // groups))
 
-    def chunks(self, x: torch.Tensor) -> torch.Tensor:
-        """(..., L, E) -> (..., n, c, E), zero rows past the end."""
-        x = F.pad(x, (0, 0, 0, self.n * self.c - x.shape[-2]))          # (..., n c, E)
-        return x.unflatten(-2, (self.n, self.c))                         # (..., n, c, E)
+    @property
+    def width(self) -> int:
+        """Keys each chunk sees: ``c + left + right``."""
+        return self.c + self.left + self.right
 
-    def bands(self, x: torch.Tensor) -> torch.Tensor:
-        """(..., L, E) -> (..., n, c + left + right, E): the rows each chunk sees, zero outside [0, L)."""
-        after = self.n * self.c - x.shape[-2] + self.right
-        x = F.pad(x, (0, 0, self.left, after))                          # (..., left + n c + right, E)
-        return x.unfold(-2, self.c + self.left + self.right, self.c).transpose(-2, -1)  # (..., n, band, E)
+    def groups(self):
+        """``(t0, t1)``: the chunks ``t0 ... t1 - 1`` of each group, in order."""
+        for t0 in range(0, self.n, self.per_group):
+            yield t0, min(t0 + self.per_group, self.n)
 
-    def positions(self, device) -> tuple[torch.Tensor, torch.Tensor]:
-        """Absolute query positions (n, c, 1) and key positions (n, 1, band) of every chunk."""
-        qi = torch.arange(self.n * self.c, device=device).view(self.n, self.c, 1)           # (n, c, 1)
-        band = torch.arange(self.c + self.left + self.right, device=device)
-        kj = qi[:, :1] - self.left + band                                                 # (n, 1, band)
+    def chunks(self, x: torch.Tensor, t0: int, t1: int) -> torch.Tensor:
+        """(..., L, E) -> (..., t1 - t0, c, E): chunks t0 ... t1 - 1, zero rows past the end."""
+        rows = x[..., t0 * self.c:t1 * self.c, :]                       # (..., <= (t1 - t0) c, E)
+        rows = F.pad(rows, (0, 0, 0, (t1 - t0) * self.c - rows.shape[-2]))  # (..., (t1 - t0) c, E)
+        return rows.unflatten(-2, (t1 - t0, self.c))                     # (..., t1 - t0, c, E)
+
+    def bands(self, x: torch.Tensor, t0: int, t1: int) -> torch.Tensor:
+        """(..., L, E) -> (..., t1 - t0, width, E): the rows chunks t0 ... t1 - 1 see, zero
+        outside [0, L)."""
+        L, lo, hi = x.shape[-2], t0 * self.c - self.left, t1 * self.c + self.right
+        rows = x[..., max(lo, 0):min(hi, L), :]                         # (..., inside [0, L), E)
+        rows = F.pad(rows, (0, 0, max(-lo, 0), max(hi - L, 0)))         # (..., hi - lo, E)
+        return rows.unfold(-2, self.width, self.c).transpose(-2, -1)    # (..., t1 - t0, width, E)
+
+    def positions(self, device, t0: int, t1: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Absolute query positions (t1 - t0, c, 1) and key positions (t1 - t0, 1, width)."""
+        qi = torch.arange(t0 * self.c, t1 * self.c, device=device).view(t1 - t0, self.c, 1)  # (t, c, 1)
+        kj = qi[:, :1] - self.left + torch.arange(self.width, device=device)             # (t, 1, width)
         return qi, kj
 
-    def allowed(self, L: int, mask, device) -> torch.Tensor:
-        """(n, c, band) bool, or (..., n, c, band) with a mask: inside the window and inside [0, L)."""
-        qi, kj = self.positions(device)
+    def allowed(self, L: int, mask, device, t0: int, t1: int) -> torch.Tensor:
+        """(t1 - t0, c, width) bool, or (..., t1 - t0, c, width) with a mask: inside the
+        window and inside [0, L)."""
+        qi, kj = self.positions(device, t0, t1)
         ok = (kj >= qi - self.left) & (kj <= qi + self.right) & (kj >= 0) & (kj < L) & (qi < L)
         return ok if mask is None else ok & _gather_mask(mask, qi, kj, L, L)
 
@@ -462,8 +494,11 @@ def local_attention(q, k, v, *, window: int, mask=None, is_causal=False, scale=N
     (causal: ``i - window <= j <= i``), computed chunk by chunk, never as an L x L matrix.
 
     Math: ``softmax(Q K^T * scale, masked to the band) V``: `naive_attention` under `band_mask`.
-    Cost: time O(L (c + 2w) D), memory O(L (c + 2w)) with w = window and c = block_size
-    (default w), i.e. O(L w) against O(L^2) for full attention.
+    Cost: time O(L (c + 2w) D), memory O(L Dv + L (c + 2w) / 16) with w = window and
+    c = block_size (default w), against O(L^2) for full attention: a long sequence's chunks
+    run in 16 groups, one group's scores alive at a time (at L = 16384, w = 128 the forward
+    peak is 0.74x the band's own scores, L (2w + 1) floats); a short one (under 2^17 scores)
+    runs in one pass. With autograd every group's weights are kept for the backward pass.
     Shapes: q (..., L, D), k (..., L, D), v (..., L, Dv) -> (..., L, Dv); needs L == S.
     ``block_size``: queries per chunk (default ``max(window, 1)``); ``mask``: optional bool,
     True = may attend, broadcastable to (..., L, L), read only inside the band.
@@ -477,13 +512,24 @@ def local_attention(q, k, v, *, window: int, mask=None, is_causal=False, scale=N
     if L == 0:                                                              # nothing to attend: (..., 0, Dv)
         return v.new_zeros(v.shape)
     scale = q.shape[-1] ** -0.5 if scale is None else scale
-    band = _Band.of(L, window, is_causal, block_size)
-    scores = band.chunks(q) @ band.bands(k).transpose(-2, -1) * scale       # (..., n, c, band)
-    weights = _masked_softmax(scores, band.allowed(L, mask, q.device))      # (..., n, c, band)
-    if dropout_p > 0.0:
-        weights = F.dropout(weights, p=dropout_p)
-    out = weights @ band.bands(v)                                           # (..., n, c, Dv)
-    return out.flatten(-3, -2)[..., :L, :]                                  # (..., L, Dv)
+    band = _Band.of(L, window, is_causal, block_size, batch=q[..., 0, 0].numel())
+    out = q.new_empty(*q.shape[:-1], v.shape[-1])                          # (..., L, Dv)
+    for t0, t1 in band.groups():                                           # one group's scores at a time
+        q_c = band.chunks(q, t0, t1) * scale                               # (..., t, c, D)
+        scores = q_c @ band.bands(k, t0, t1).transpose(-2, -1)             # (..., t, c, width)
+        weights = _masked_softmax(scores, band.allowed(L, mask, q.device, t0, t1))
+        if dropout_p > 0.0:
+            weights = F.dropout(weights, p=dropout_p)
+        _write_rows(out, weights @ band.bands(v, t0, t1), t0 * band.c)      # (..., t, c, Dv)
+    return out
+
+
+def _write_rows(out: torch.Tensor, chunks: torch.Tensor, start: int) -> None:
+    """Copy (..., t, c, Dv) chunk outputs into rows ``start ...`` of out (..., L, Dv), dropping
+    the rows past L."""
+    rows = chunks.flatten(-3, -2)                                           # (..., t c, Dv)
+    stop = min(start + rows.shape[-2], out.shape[-2])
+    out[..., start:stop, :] = rows[..., :stop - start, :]
 
 
 def _longformer_explicit(q, k, v, *, window, global_tokens, mask=None, is_causal=False, scale=None,
@@ -505,7 +551,8 @@ def longformer_attention(q, k, v, *, window: int, global_tokens, mask=None, is_c
     Math: `naive_attention` under `longformer_mask`; exact, computed in three parts: every
     query against its band (global keys left out) and the g global keys in one softmax,
     then the g global queries against all keys.
-    Cost: time O(L (c + 2w + 2g) D), memory O(L (c + 2w + g)); c = block_size (default w).
+    Cost: time O(L (c + 2w + 2g) D), memory O(L Dv + L (c + 2w + g) / 16); c = block_size
+    (default w); the chunks run in groups, as in `local_attention`.
     Shapes: q (..., L, D), k (..., L, D), v (..., L, Dv) -> (..., L, Dv); needs L == S.
     ``global_tokens``: positions (a list or a long tensor, each in [0, L)); ``mask`` as in
     `local_attention`.
@@ -516,17 +563,21 @@ def longformer_attention(q, k, v, *, window: int, global_tokens, mask=None, is_c
         return v.new_zeros(v.shape)
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     g = _global_index(global_tokens, L, q.device)                          # (g,)
-    band = _Band.of(L, window, is_causal, block_size)
-    # 1. every query: its band without the global keys (so none counts twice), and the global keys
-    q_c = band.chunks(q)                                                    # (..., n, c, D)
+    band = _Band.of(L, window, is_causal, block_size, batch=q[..., 0, 0].numel())
     k_g, v_g = k[..., None, g, :], v[..., None, g, :]                       # (..., 1, g, D), (..., 1, g, Dv)
-    scores = torch.cat([q_c @ band.bands(k).transpose(-2, -1), q_c @ k_g.transpose(-2, -1)],
-                       dim=-1) * scale                                     # (..., n, c, band + g)
-    weights = _masked_softmax(scores, _longformer_allowed(band, g, L, mask, is_causal, q.device))
-    if dropout_p > 0.0:
-        weights = F.dropout(weights, p=dropout_p)
-    w_band, w_glob = weights.split([scores.shape[-1] - len(g), len(g)], dim=-1)
-    out = (w_band @ band.bands(v) + w_glob @ v_g).flatten(-3, -2)[..., :L, :]  # (..., L, Dv)
+    out = q.new_empty(*q.shape[:-1], v.shape[-1])                          # (..., L, Dv)
+    # 1. every query: its band without the global keys (so none counts twice), and the global
+    #    keys; one group of chunks at a time
+    for t0, t1 in band.groups():
+        q_c = band.chunks(q, t0, t1) * scale                               # (..., t, c, D)
+        scores = torch.cat([q_c @ band.bands(k, t0, t1).transpose(-2, -1),
+                            q_c @ k_g.transpose(-2, -1)], dim=-1)           # (..., t, c, width + g)
+        weights = _masked_softmax(scores, _longformer_allowed(band, g, L, mask, is_causal, q.device,
+                                                              t0, t1))
+        if dropout_p > 0.0:
+            weights = F.dropout(weights, p=dropout_p)
+        w_band, w_glob = weights.split([band.width, len(g)], dim=-1)
+        _write_rows(out, w_band @ band.bands(v, t0, t1) + w_glob @ v_g, t0 * band.c)  # (..., t, c, Dv)
     # 2. the global queries: full rows
     keys = torch.arange(L, device=q.device)
     rows = keys <= g[:, None] if is_causal else None                       # (g, L)
@@ -534,18 +585,19 @@ def longformer_attention(q, k, v, *, window: int, global_tokens, mask=None, is_c
         picked = _gather_mask(mask, g[:, None], keys, L, L)                 # (..., g, L)
         rows = picked if rows is None else picked & rows
     out_g = naive_attention(q[..., g, :], k, v, mask=rows, scale=scale, dropout_p=dropout_p)  # (..., g, Dv)
-    return out.index_copy(-2, g, out_g)                                     # (..., L, Dv)
+    return out.index_copy_(-2, g, out_g)                                    # (..., L, Dv)
 
 
-def _longformer_allowed(band: _Band, g, L: int, mask, is_causal: bool, device) -> torch.Tensor:
-    """(n, c, band + g) bool, or (..., n, c, band + g) with a mask: band keys that are not
-    global, then the global keys (causal: those at or before the query)."""
-    qi, kj = band.positions(device)
+def _longformer_allowed(band: _Band, g, L: int, mask, is_causal: bool, device, t0: int,
+                        t1: int) -> torch.Tensor:
+    """(t, c, width + g) bool, or (..., t, c, width + g) with a mask, for chunks t0 ... t1 - 1:
+    band keys that are not global, then the global keys (causal: those at or before the query)."""
+    qi, kj = band.positions(device, t0, t1)
     is_global = torch.zeros(L, dtype=torch.bool, device=device).index_fill(0, g, True)   # (L,)
-    in_band = band.allowed(L, mask, device) & ~is_global[kj.clamp(0, L - 1)]           # (..., n, c, band)
-    to_global = (qi < L) & ((g <= qi) | (not is_causal))                                # (n, c, g)
+    in_band = band.allowed(L, mask, device, t0, t1) & ~is_global[kj.clamp(0, L - 1)]   # (..., t, c, width)
+    to_global = (qi < L) & ((g <= qi) | (not is_causal))                                # (t, c, g)
     if mask is not None:
-        to_global = to_global & _gather_mask(mask, qi, g, L, L)                          # (..., n, c, g)
+        to_global = to_global & _gather_mask(mask, qi, g, L, L)                          # (..., t, c, g)
     return torch.cat([in_band, to_global], dim=-1)
 
 
@@ -816,27 +868,12 @@ _BACKEND_OPS = {           # the aten op each SDPA backend dispatches to
 }
 
 
-@contextlib.contextmanager
-def _quiet_stderr():
-    """Silence C++ writes to file descriptor 2 (the profiler logs its start and stop)."""
-    import os
-    import sys
-
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
 def sdpa_backend_used(q, k, v, *, is_causal=False) -> str:
     """Which backend ``F.scaled_dot_product_attention`` ran for these inputs, as the
     profiler saw it: ``"flash"``, ``"efficient"``, ``"cudnn"`` or ``"math"``."""
     from torch.profiler import ProfilerActivity, profile
+
+    from .timing import _quiet_stderr
 
     activities = [ProfilerActivity.CPU]
     if q.is_cuda:

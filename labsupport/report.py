@@ -48,17 +48,13 @@ def _fmt(value, spec) -> str:
     return spec(value) if callable(spec) else spec.format(value)
 
 
-def sweep_table(rows, *, flops: bool = False, peak_tflops: float | None = None,
-                peak_label: str = "bf16 peak", resolution: float = 1e6) -> None:
+def sweep_table(rows, *, flops: bool = False, peak=None) -> None:
     """Print `labsupport.timing.cost_sweep` rows: time median (min-max), measured peak,
-    the model where there is one, and why a point did not run. Peaks below
-    ``resolution`` bytes print as "< 1.0 MB": the CPU's resident-set measurement is
-    page-granular and shares the process with everything else, so it does not resolve
-    them (CUDA's allocator statistics do, but the bound is still true).
+    the model where there is one, and why a point did not run.
 
-    ``flops`` adds the achieved TFLOP/s; ``peak_tflops`` (the device's measured peak,
-    `labsupport.timing.matmul_peak_tflops`) adds it and the fraction of that peak, in
-    a column headed ``% of {peak_label}``."""
+    ``flops`` adds the achieved TFLOP/s; ``peak`` (a `labsupport.timing.matmul_peak`
+    measured in the dtype the rows ran in) adds it and the fraction of that peak, in a
+    column headed with the peak's label (``% of bf16 peak``, ``% of fp32 peak``)."""
     from .timing import add_peak_fraction, format_bytes
 
     def ms(r):
@@ -66,29 +62,44 @@ def sweep_table(rows, *, flops: bool = False, peak_tflops: float | None = None,
             return r["status"]
         return f"{r['time_s'] * 1e3:.1f} ({r['time_min'] * 1e3:.1f}-{r['time_max'] * 1e3:.1f})"
 
-    def peak(r):
-        if r["status"] != "ok":
-            return r["note"]
-        if r["peak_bytes"] is not None and r["peak_bytes"] < resolution:
-            return f"< {format_bytes(resolution)}"        # below what the measurement resolves
-        return format_bytes(r["peak_bytes"])
-
-    if peak_tflops is not None:
-        rows, flops = add_peak_fraction(rows, peak_tflops), True
+    if peak is not None:
+        rows, flops = add_peak_fraction(rows, peak), True
     headers = ["kernel", "L", "time ms (min-max)", "peak (measured)", "model"]
     headers += ["TFLOP/s"] if flops else []
-    headers += [f"% of {peak_label}"] if peak_tflops is not None else []
+    headers += [f"% of {peak.label}"] if peak is not None else []
     out = []
     for r in rows:
-        measured = peak(r)
+        measured = format_bytes(r["peak_bytes"]) if r["status"] == "ok" else r["note"]
         model = format_bytes(r["model_bytes"]) if r["model_bytes"] is not None else "-"
         row = [r["kernel"], r["length"], ms(r), measured, model]
         if flops:
             row.append(f"{r['tflops']:.3f}" if r.get("tflops") else "-")
-        if peak_tflops is not None:
+        if peak is not None:
             row.append(f"{100 * r['peak_fraction']:.1f}" if r["peak_fraction"] else "-")
         out.append(row)
     table(headers, out)
+
+
+def precision_note(kernels, length: int, dtype, *, make_inputs=None, **kernel_kwargs) -> None:
+    """Print what a sweep in ``dtype`` measured: the SDPA backend that ran on its inputs, and,
+    below float32, each kernel's max error against itself in float32 at ``length``
+    (`labsupport.timing.dtype_error`). ``kernels``: name -> kernel, as for `cost_sweep`;
+    ``make_inputs(L)``: float32 inputs on the sweep's device (default `attention_inputs`);
+    ``kernel_kwargs`` (e.g. ``is_causal=True``) go to every kernel. Its lines depend on the
+    device: print them in a cell whose output is not checked."""
+    from .attention import sdpa_backend_used
+    from .timing import attention_inputs, dtype_error, dtype_name
+
+    make_inputs = make_inputs or attention_inputs
+    q, k, v = (t.to(dtype) for t in make_inputs(length))
+    backend = sdpa_backend_used(q, k, v, is_causal=kernel_kwargs.get("is_causal", False))
+    print(f"inputs in {dtype_name(dtype)} on {q.device.type}; SDPA ran its {backend} backend")
+    if dtype == torch.float32:
+        return
+    print(f"max |error| against the same kernel in float32, L = {length}:")
+    table(["kernel", "max error"],
+          [(name, dtype_error(kernel, length, dtype, make_inputs=make_inputs, **kernel_kwargs))
+           for name, kernel in kernels.items()], formats={1: "{:.1e}"})
 
 
 def machine_name(device=None) -> str:
