@@ -177,9 +177,18 @@ def naive_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=Non
     allowed = _allowed(mask, is_causal, L, S, q.device)
     if allowed is not None:
         scores = scores.masked_fill(~allowed, float("-inf"))
-    no_key = torch.isneginf(scores).all(dim=-1, keepdim=True)       # (..., L, 1): masked, or bias -inf
-    weights = scores.masked_fill(no_key, 0.0).softmax(dim=-1)        # (..., L, S)
-    weights = weights.masked_fill(no_key, 0.0)                       # 0, not NaN, as SDPA
+    no_key = None                                                    # (..., L, 1): rows with no key
+    if bias is not None:                                             # a bias of -inf hides keys too
+        no_key = torch.isneginf(scores).all(dim=-1, keepdim=True)
+    elif allowed is not None:
+        no_key = ~allowed.any(dim=-1, keepdim=True)
+    if no_key is not None and not no_key.any():
+        no_key = None                                                # the usual case: no copies
+    if no_key is not None:
+        scores = scores.masked_fill(no_key, 0.0)                     # a finite softmax there ...
+    weights = scores.softmax(dim=-1)                                 # (..., L, S)
+    if no_key is not None:
+        weights = weights.masked_fill(no_key, 0.0)                   # ... then 0, not NaN, as SDPA
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p)
     out = weights @ v                                                # (..., L, Dv)
