@@ -91,7 +91,7 @@ def test_the_books_provenance_page_shows_that_execution_and_the_report(dry_run):
     c = entry["cells"]
     assert by_title.pop("12.1 Self-Attention") == [
         *provenance.describe(record).values(),
-        f"passed: {c['passed']} cells passed, {c['failed']} failed, {c['skipped']} skipped"]
+        f"{entry['status']}: {c['passed']} cells passed, {c['failed']} failed, {c['skipped']} skipped"]
     assert len(by_title) == 5 and all(r[-1] == "not run" for r in by_title.values())
 
 

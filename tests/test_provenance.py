@@ -210,3 +210,22 @@ def test_a_stale_or_broken_glue_file_is_not_a_record(tmp_path, caplog):
     assert sphinx_provenance.read_record(env, "a") is None
     assert sphinx_provenance.read_record(env, "b") is None     # and a warning (-W: an error)
     assert "cannot read the run record" in caplog.text
+
+
+# --- the book's notebooks ------------------------------------------------------------------
+
+RECORD_TAGS = {"nbval-ignore-output", "remove-cell"}
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "chapters").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_every_notebook_records_its_run(path):
+    """An early cell starts the run (``RUN = start_run(P)``, after the profile is set);
+    the last code cell records it (``record_run(RUN)``), its output ignored by nbval
+    (it differs between machines) and the cell removed from the HTML (the page shows it)."""
+    code = [c for c in nbformat.read(path, 4).cells if c.cell_type == "code"]
+    starts = [i for i, c in enumerate(code) if re.search(r"\bRUN = (report\.)?start_run\(P\)", c.source)]
+    assert starts and starts[0] <= 3, "add RUN = start_run(P) right after P = profile.current()"
+    last = code[-1]
+    assert re.search(r"^(report\.)?record_run\(RUN\)$", last.source, flags=re.M), \
+        "end the notebook with a code cell that calls record_run(RUN)"
+    assert RECORD_TAGS <= set(last.metadata.get("tags", [])), f"tag the record cell {sorted(RECORD_TAGS)}"
