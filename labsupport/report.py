@@ -23,7 +23,10 @@ from pathlib import Path
 
 import torch
 
+from .profile import Profile, current
 from .provenance import RUN_KEY, summary
+from .timing import session_peak_bytes
+from .validation import check_instance
 
 WIDTH = 58
 
@@ -165,13 +168,9 @@ def start_run(profile=None) -> RunStart:
     ``profile``: the notebook's `labsupport.profile.Profile` (``P``), or None for
     `labsupport.profile.current()`.
     """
-    from .profile import Profile, current
-
-    if profile is None:
-        profile = current()
-    if not isinstance(profile, Profile):
-        raise TypeError("start_run takes the notebook's profile, a labsupport.profile.Profile "
-                        f"(P = profile.current()) or None; got {type(profile).__name__}")
+    profile = current() if profile is None else profile
+    check_instance("start_run's profile", profile, Profile,
+                   "the notebook's labsupport.profile.Profile (P = profile.current()) or None")
     return RunStart(profile.name, profile.device, time.perf_counter())
 
 
@@ -180,11 +179,8 @@ def run_record(start: RunStart) -> dict:
     torch and CUDA versions, profile, wall time since ``start`` and peak memory: the
     CUDA allocator's peak on a GPU, and the process's peak resident set (both across
     the resets that measurements make: `labsupport.timing.session_peak_bytes`)."""
-    from .timing import session_peak_bytes
-
-    if not isinstance(start, RunStart):
-        raise TypeError("run_record needs what report.start_run(P) returned in an early cell, "
-                        f"got {type(start).__name__}; add RUN = report.start_run(P) there")
+    check_instance("the run's start", start, RunStart,
+                   "what start_run(P) returned (add RUN = start_run(P) after the imports)")
     return dict(device=device_description(start.device), torch=torch.__version__,
                 cuda=torch.version.cuda, python=platform.python_version(),
                 profile=start.profile, wall_s=round(time.perf_counter() - start.started, 1),

@@ -5,7 +5,8 @@ CPU; the median of several repetitions with min and max.
 Memory: measured, never computed. On CUDA, the allocator's peak statistics around
 the call; on Linux, the process's peak resident set, reset through
 ``/proc/self/clear_refs`` and read back from ``VmHWM``. Elsewhere ``None``
-("not measured"), never a model.
+("not measured"), never a model. Every reset first keeps the peak so far, so that
+`session_peak_bytes` (a notebook's run record) still covers the whole process.
 """
 from __future__ import annotations
 

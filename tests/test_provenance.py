@@ -51,9 +51,9 @@ def test_the_wall_time_counts_from_the_start():
 
 
 def test_start_and_record_say_what_they_need():
-    with pytest.raises(TypeError, match=r"labsupport.profile.Profile .* got str"):
+    with pytest.raises(TypeError, match=r"profile must be .*labsupport.profile.Profile .*got str"):
         report.start_run("cpu")
-    with pytest.raises(TypeError, match=r"report.start_run\(P\) .* got NoneType"):
+    with pytest.raises(TypeError, match=r"start must be what start_run\(P\) returned .*got NoneType"):
         report.run_record(None)
 
 
