@@ -57,12 +57,15 @@ def test_start_and_record_say_what_they_need():
         report.run_record(None)
 
 
-@pytest.mark.skipif(not timing.cpu_peak_supported(), reason="needs a resettable resident set (Linux)")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the resident peak resets on Linux")
 def test_the_cpu_peak_survives_the_resets_that_measurements_make():
     block = torch.ones(32 * 2**20)                             # 128 MiB, touched: resident
     before = timing.session_peak_bytes("cpu")
     del block
-    assert timing.cpu_peak_supported()                         # resets the resident peak
+    try:
+        timing._reset_peak(torch.device("cpu"))                # as peak_memory does
+    except OSError as err:
+        pytest.skip(f"this kernel does not let the resident peak be reset: {err}")
     assert timing._read_status_kib("VmHWM") * 1024 < before - 100e6, "the reset did not happen"
     # kept to within what Linux's lazily updated VmHWM resolves (a few hundred kB)
     assert timing.session_peak_bytes("cpu") >= before - 1e6
