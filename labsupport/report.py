@@ -1,7 +1,13 @@
-"""Printing measured results the same way in every notebook: verdicts and small tables.
+"""Printing measured results the same way in every notebook: verdicts and small tables,
+and the record of what executed the notebook.
 
 A verdict is a claim and whether it held, on one line; the regression tests compare
 these lines, so a claim must not print hardware-dependent numbers.
+
+The record: an early cell calls ``RUN = start_run(P)``, the last cell
+``record_run(RUN)``, which prints the device, versions, profile, wall time and peak
+memory on one line and glues them for the book's page "Where the numbers came from"
+(`labsupport.provenance`, `labsupport.sphinx_provenance`).
 
 >>> verdict("rows sum to one", True, width=20)
 rows sum to one      True
@@ -9,9 +15,18 @@ rows sum to one      True
 from __future__ import annotations
 
 import json
+import platform
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
+
+from .profile import Profile, current
+from .provenance import RUN_KEY, summary
+from .timing import session_peak_bytes
+from .validation import check_instance
 
 WIDTH = 58
 
@@ -136,3 +151,76 @@ def load_sweep(path) -> dict:
         raise ValueError(f"{path} is not a saved sweep: expected keys 'device' and 'rows', "
                          "each row with 'kernel', 'length' and 'status'")
     return record
+
+
+def cpu_model() -> str:
+    """The processor's model name (Linux: ``/proc/cpuinfo``), else what Python reports."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "Model") and value.strip():
+                return " ".join(value.split())
+    except OSError:
+        pass
+    return platform.processor() or f"{platform.machine() or 'unknown'} CPU"
+
+
+def device_description(device) -> str:
+    """The GPU's name, or the CPU's model and the threads PyTorch uses."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    threads = torch.get_num_threads()
+    return f"{cpu_model()} ({threads} thread{'s' if threads != 1 else ''})"
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """When and with which profile a notebook's execution began; `record_run` ends it."""
+
+    profile: str
+    device: torch.device
+    started: float                     # time.perf_counter() at the start
+
+
+def start_run(profile=None) -> RunStart:
+    """Mark the start of a notebook's execution (call it in an early cell).
+
+    ``profile``: the notebook's `labsupport.profile.Profile` (``P``), or None for
+    `labsupport.profile.current()`.
+    """
+    profile = current() if profile is None else profile
+    check_instance("start_run's profile", profile, Profile,
+                   "the notebook's labsupport.profile.Profile (P = profile.current()) or None")
+    return RunStart(profile.name, profile.device, time.perf_counter())
+
+
+def run_record(start: RunStart) -> dict:
+    """The record of this execution (`labsupport.provenance` lists its fields): device,
+    torch and CUDA versions, profile, wall time since ``start`` and peak memory: the
+    CUDA allocator's peak on a GPU, and the process's peak resident set (both across
+    the resets that measurements make: `labsupport.timing.session_peak_bytes`)."""
+    check_instance("the run's start", start, RunStart,
+                   "what start_run(P) returned (add RUN = start_run(P) after the imports)")
+    return dict(device=device_description(start.device), torch=torch.__version__,
+                cuda=torch.version.cuda, python=platform.python_version(),
+                profile=start.profile, wall_s=round(time.perf_counter() - start.started, 1),
+                peak_gpu_bytes=session_peak_bytes(start.device) if start.device.type == "cuda" else None,
+                peak_rss_bytes=session_peak_bytes("cpu"),
+                finished=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+
+
+def record_run(start: RunStart) -> None:
+    """The notebook's last cell: print the record of this execution on one line and glue
+    it (``myst_nb.glue``, not displayed) under `labsupport.provenance.RUN_KEY`, for the
+    page "Where the numbers came from". Without myst-nb or outside a Jupyter kernel
+    (Colab, a script) the line is printed and nothing is glued."""
+    record = run_record(start)
+    print("run record:", summary(record))
+    try:
+        from IPython import get_ipython
+        from myst_nb import glue
+    except ImportError:
+        return
+    if get_ipython() is not None:
+        glue(RUN_KEY, record, display=False)

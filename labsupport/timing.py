@@ -10,6 +10,8 @@ time order peaks at the exact bytes the call added (the CPU twin of CUDA's
 ``max_memory_allocated``), buffers allocated inside C++ kernels included. The process's
 resident set (`peak_resident_bytes`) is only a coarse cross-check. Where neither
 source exists, ``None`` ("not measured"), never a model.
+Every reset of a peak first keeps the peak so far, so that `session_peak_bytes` (a
+notebook's run record) still covers the whole process.
 """
 from __future__ import annotations
 
@@ -188,7 +190,7 @@ def peak_memory(fn, *args, device=None, warmup: int = 1, **kwargs) -> int | None
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         base = torch.cuda.memory_allocated(device)
-        torch.cuda.reset_peak_memory_stats(device)
+        _reset_peak(device)
         fn(*args, **kwargs)
         torch.cuda.synchronize(device)
         return torch.cuda.max_memory_allocated(device) - base
@@ -206,6 +208,64 @@ def _read_status_kib(field: str) -> int:
     raise OSError(f"{field} not in {_STATUS}")
 
 
+# What the resets below discarded: the highest peak before each, per device ("cpu",
+# "cuda:0"), so that `session_peak_bytes` covers the whole process.
+_PEAK_BEFORE_RESETS: dict[str, int] = {}
+
+
+def _peak_key(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"cuda:{torch.cuda.current_device() if device.index is None else device.index}"
+    return device.type
+
+
+def _current_peak(device: torch.device) -> int | None:
+    """The peak since the last reset: CUDA's allocator peak; the CPU's peak resident set
+    (Linux ``VmHWM``, elsewhere ``ru_maxrss``, which nothing here resets). Or None."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device)
+    if device.type != "cpu":
+        return None
+    if sys.platform.startswith("linux"):
+        try:
+            return _read_status_kib("VmHWM") * 1024
+        except OSError:
+            return None
+    try:
+        import resource
+    except ImportError:                                  # Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024     # bytes on macOS, else KiB
+
+
+def _reset_peak(device: torch.device) -> None:
+    """Reset ``device``'s peak statistics, first keeping the peak so far for
+    `session_peak_bytes`. Raises OSError where the CPU peak cannot be reset."""
+    key, peak = _peak_key(device), _current_peak(device)
+    if peak is not None:
+        _PEAK_BEFORE_RESETS[key] = max(_PEAK_BEFORE_RESETS.get(key, 0), peak)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    else:
+        _CLEAR_REFS.write_text("5")                      # peak := current resident set
+
+
+def session_peak_bytes(device=None) -> int | None:
+    """The most memory this process has held on ``device`` (default: the CPU) since it
+    started, across the resets that `peak_memory` makes.
+
+    CUDA: the allocator's peak (``max_memory_allocated``: tensors, not the CUDA context).
+    CPU: the process's peak resident set: page-granular, and everything the process
+    touched (Python, libraries, data), not only tensors. ``None``: not measured.
+    """
+    device = torch.device(device or "cpu")
+    peak = _current_peak(device)
+    if peak is None:
+        return None
+    return max(peak, _PEAK_BEFORE_RESETS.get(_peak_key(device), 0))
+
+
 def peak_resident_bytes(fn, *args, **kwargs) -> int | None:
     """A coarse cross-check of `peak_memory` on Linux: how far the process's peak resident
     set (``VmHWM``, reset through ``/proc/self/clear_refs``) rose during one call.
@@ -215,7 +275,7 @@ def peak_resident_bytes(fn, *args, **kwargs) -> int | None:
     fresh allocations at best. None where it cannot be read (not Linux).
     """
     try:
-        _CLEAR_REFS.write_text("5")                       # peak := current resident set
+        _reset_peak(torch.device("cpu"))                  # peak := current resident set
         base = _read_status_kib("VmHWM")
     except OSError:
         return None

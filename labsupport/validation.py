@@ -134,3 +134,9 @@ def check_shape(name: str, t, expected: tuple, legend: str) -> None:
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if tuple(t.shape) != tuple(expected):
         raise ValueError(f"{name} shape {_shape(t)} != expected {legend} = {tuple(expected)}")
+
+
+def check_instance(name: str, value, kind: type, expected: str) -> None:
+    """Raise ``TypeError`` unless ``value`` is a ``kind``; ``expected`` says what to pass."""
+    if not isinstance(value, kind):
+        raise TypeError(f"{name} must be {expected}, got {type(value).__name__}")
