@@ -66,11 +66,13 @@ def check(exercise: str):
     """
     def decorate(body):
         @functools.wraps(body)
-        def run(answer) -> CheckResult:
+        def run(answer, *, label: str | None = None) -> CheckResult:
+            """``label`` names the exercise in the verdict instead of the book's own label
+            (the lab reuses the sections' checks under its own step names)."""
             student = StudentFunction(answer)
             with global_random_state_kept():
                 passed, message = _verdict(body, student)
-            return CheckResult(exercise, passed, message + student.note())
+            return CheckResult(label or exercise, passed, message + student.note())
         CHECKS[body.__name__] = run
         return run
     return decorate
