@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import LinformerAttention
+from .attention import kernel_name, kernel_spec
 from .data import patchify
 from .layers import TransformerEncoder
 from .positional import make_attention_position, make_positional_encoding
@@ -444,9 +444,10 @@ class PatchTransformer(nn.Module):
                  activation: str = "relu", attn_dropout: float | None = None, pad_end: bool = False,
                  revin_affine: bool = True):
         super().__init__()
-        for name, value in (("lookback", lookback), ("horizon", horizon), ("channels", channels),
-                            ("patch_len", patch_len), ("stride", stride)):
-            check_positive_int(name, value)
+        lookback, horizon, channels, patch_len, stride, d_model, n_heads = (
+            check_positive_int(name, value) for name, value in (
+                ("lookback", lookback), ("horizon", horizon), ("channels", channels),
+                ("patch_len", patch_len), ("stride", stride), ("d_model", d_model), ("n_heads", n_heads)))
         if lookback < patch_len or (lookback - patch_len) % stride:
             raise ValueError(f"lookback {lookback} does not split into patches of {patch_len} "
                              f"with stride {stride}: need lookback = {patch_len} + k * {stride}")
@@ -460,15 +461,7 @@ class PatchTransformer(nn.Module):
         attn_dropout = dropout if attn_dropout is None else _check_dropout(attn_dropout, "attn_dropout")
         self.pos_encoding, self.time_features, self.pad_end = pos_encoding, time_features, bool(pad_end)
         self.n_patches = (lookback + self.pad_end * stride - patch_len) // stride + 1
-        if isinstance(kernel, LinformerAttention):      # fail here, not in the first forward
-            if kernel.seq_len != self.n_patches:
-                raise ValueError(f"LinformerAttention(seq_len={kernel.seq_len}) does not fit this "
-                                 f"model's {self.n_patches} patch tokens; build it with "
-                                 f"LinformerAttention(seq_len={self.n_patches}, k=...)")
-            if causal:
-                raise ValueError("LinformerAttention cannot be causal (each projected key mixes "
-                                 "every token); pass causal=False: the head still forecasts "
-                                 "only from the window, so nothing leaks")
+        self._check_kernel(kernel)                      # fail here, not in the first forward
         self.revin = InstanceNorm(channels, affine=revin_affine) if revin else None
         self.embed = nn.Linear(patch_len, d_model)
         self.position = make_positional_encoding(pos_encoding, d_model=d_model, max_len=self.n_patches)
@@ -482,6 +475,18 @@ class PatchTransformer(nn.Module):
         if time_features:
             self.time_in = nn.Linear(time_features, d_model)              # each token's calendar
             self.time_out = nn.Linear(horizon * time_features, width)     # the horizon's calendar
+
+    def _check_kernel(self, kernel) -> None:
+        """The kernel's spec must allow this model: causal if it is causal, and a kernel
+        built for one length (Linformer) built for the number of patch tokens."""
+        spec, name = kernel_spec(kernel), kernel_name(kernel)
+        if spec.fixed_length and kernel.seq_len != self.n_patches:
+            raise ValueError(f"kernel {name}(seq_len={kernel.seq_len}) does not fit this model's "
+                             f"{self.n_patches} patch tokens; build it with "
+                             f"{name}(seq_len={self.n_patches}, ...)")
+        if self.causal and not spec.causal:
+            raise ValueError(f"kernel {name!r} cannot be causal; pass causal=False: the head still "
+                             "forecasts only from the window, so nothing leaks")
 
     def _check(self, x, time):
         """The window must be (B, lookback, C); the last-token head also reads other

@@ -5,6 +5,7 @@ from torch import nn
 from conftest import tol
 from labsupport.attention import causal_mask
 from labsupport.layers import DecoderBlock, FeedForward, TransformerBlock, TransformerEncoder
+from labsupport.positional import RotaryEmbedding
 
 
 @pytest.mark.parametrize("norm_first", [True, False])
@@ -130,3 +131,87 @@ def test_attention_weight_dropout_is_its_own_setting():
     assert TransformerBlock(8, 2, 16, dropout=0.3).attn.dropout == 0.3      # default: as before
     assert all(layer.attn.dropout == 0.0 for layer in TransformerEncoder(8, 2, 2, dropout=0.2,
                                                                          attn_dropout=0.0).layers)
+
+
+# --- the blocks are their Math lines, exactly (pins the outputs the notebooks check) ----
+
+BLOCK_VARIANTS = {
+    "pre-norm": {},
+    "post-norm": dict(norm_first=False),
+    "residual, no LayerNorm": dict(layer_norm=False),
+    "no residual, no LayerNorm": dict(residual=False, layer_norm=False),
+    "post-norm, no residual": dict(norm_first=False, residual=False),
+}
+
+
+def seeded(cls, *args, **options):
+    torch.manual_seed(0)
+    return cls(*args, **options).double().eval()
+
+
+def fixed_input(*shape):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("variant", BLOCK_VARIANTS)
+def test_block_is_its_math_line_exactly(variant, causal):
+    block = seeded(TransformerBlock, 16, 4, 32, **BLOCK_VARIANTS[variant])
+    x = fixed_input(2, 7, 16)
+    keep = 1.0 if block.residual else 0.0                  # the residual ablation drops the x +
+
+    def attn(h):
+        return block.attn(h, is_causal=causal)
+
+    if block.norm_first:                                   # x = x + MHA(LN1(x)); x = x + FFN(LN2(x))
+        h = keep * x + attn(block.norm1(x))
+        expected = keep * h + block.ff(block.norm2(h))
+    else:                                                  # x = LN1(x + MHA(x)); x = LN2(x + FFN(x))
+        h = block.norm1(keep * x + attn(x))
+        expected = block.norm2(keep * h + block.ff(h))
+    assert torch.equal(block(x, is_causal=causal), expected)
+    out, weights = block(x, is_causal=causal, return_weights=True)
+    torch.testing.assert_close(out, expected, **tol(torch.float64))
+    assert weights.shape == (2, 4, 7, 7)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_decoder_block_is_its_math_line_exactly(norm_first):
+    block = seeded(DecoderBlock, 16, 4, 32, norm_first=norm_first)
+    x, memory = fixed_input(2, 5, 16), fixed_input(2, 9, 16)
+    (n1, n2, n3) = block.norms
+
+    def self_attn(h):
+        return block.self_attn(h, is_causal=True)
+
+    def cross_attn(h):
+        return block.cross_attn(h, memory)
+
+    if norm_first:
+        h = x + self_attn(n1(x))
+        h = h + cross_attn(n2(h))
+        expected = h + block.ff(n3(h))
+    else:
+        h = n1(x + self_attn(x))
+        h = n2(h + cross_attn(h))
+        expected = n3(h + block.ff(h))
+    assert torch.equal(block(x, memory), expected)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_block_with_a_prefix_equals_the_block_over_the_whole_sequence(norm_first):
+    block = seeded(TransformerBlock, 16, 4, 32, norm_first=norm_first)
+    x = fixed_input(2, 9, 16)
+    full = block(x, is_causal=True)
+    for P in (0, 4, 8):                  # cached inputs of the block, then the new tokens
+        torch.testing.assert_close(block(x[:, P:], prefix=x[:, :P], is_causal=True), full[:, P:],
+                                   **tol(torch.float64))
+    positions = torch.arange(9) * 2.5                           # positions cover prefix and x
+    rope = seeded(TransformerBlock, 16, 4, 32, position=RotaryEmbedding(4))
+    torch.testing.assert_close(rope(x[:, 4:], prefix=x[:, :4], positions=positions, is_causal=True),
+                               rope(x, positions=positions, is_causal=True)[:, 4:], **tol(torch.float64))
+    with pytest.raises(ValueError,
+                       match=r"prefix must be \(B, P, d_model\) = \(2, P, 16\) .* got \(1, 4, 16\)"):
+        rope(x[:, 4:], prefix=x[:1, :4])
+    with pytest.raises(ValueError, match=r"positions cover prefix and x: \(P \+ L,\) = \(9,\) .* got \(5,\)"):
+        rope(x[:, 4:], prefix=x[:, :4], positions=positions[4:])
