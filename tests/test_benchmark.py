@@ -117,7 +117,7 @@ def test_ridge_row_is_the_closed_form_fitted_on_validation():
     x = torch.randn(400, 336, 3, generator=g)
     y = 0.5 * x[:, -96:] + 0.1 * torch.randn(400, 96, 3, generator=g)
     train, val, test = (x[:200], y[:200]), (x[200:300], y[200:300]), (x[300:], y[300:])
-    row = bench.ridge_row("ETTh1", 96, train, val, test, batch=64)
+    row = bench.ridge_row(96, train, val, test, batch=64)
     ridge = RidgeForecaster(lookback=336, horizon=96, channels=3).fit(train, val)
     error = ridge(test[0]) - test[1]
     assert row.model == "ridge" and row.published is None and row.seeds == 1

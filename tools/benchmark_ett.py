@@ -324,7 +324,7 @@ def summarise(horizon, label, published_as, published, runs: list, windows: int)
                   statistics.mean(sub_mse), statistics.mean(sub_mae), kept[0], windows, len(runs))
 
 
-def ridge_row(name: str, horizon: int, train, val, test, batch: int) -> Result:
+def ridge_row(horizon: int, train, val, test, batch: int) -> Result:
     """The closed-form ridge: one map shared by the channels, the penalty chosen on validation."""
     started = time.perf_counter()
     ridge = RidgeForecaster(lookback=LOOKBACK, horizon=horizon, channels=train[0].shape[-1]).fit(train, val)
@@ -353,7 +353,7 @@ def run(ett: EttData, args) -> list[Result]:
                              history.total_seconds))
             published = PUBLISHED[plan.published_as][args.name][horizon]
             results.append(summarise(horizon, plan.label, plan.published_as, published, runs, len(test[1])))
-        results.append(ridge_row(args.name, horizon, train, val, test, PATCHTST_OPT[1]))
+        results.append(ridge_row(horizon, train, val, test, PATCHTST_OPT[1]))
     return results
 
 
