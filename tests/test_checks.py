@@ -350,6 +350,7 @@ RIGHT = {   # one right answer per check, written as a student would
     "positive_features": lambda x, w: torch.exp(x @ w.T - x.pow(2).sum(-1, keepdim=True) / 2) / w.shape[0] ** 0.5,
     "blocked_local_attention": blocked(),
     "decayed_linear_attention": decayed(),
+    "predicted_peak": lambda: (2 * 2 * 4 * 1024 * 1024 + 2 * 4 * 1024 * 64) * 4,
 }
 
 
@@ -373,7 +374,7 @@ def scribbles_on_its_inputs(answer):
 
 
 TAKES_TENSORS = [n for n in RIGHT if n not in ("score_matrix_bytes", "block_parameters", "sinusoidal",
-                                               "alibi_slopes", "patch_count", "peeks")]
+                                               "alibi_slopes", "patch_count", "peeks", "predicted_peak")]
 
 
 @pytest.mark.parametrize("name", TAKES_TENSORS)
@@ -536,3 +537,13 @@ def test_blocked_local_attention_does_not_count_the_checks_copies():
     no tensor larger than q sees q's own size at most."""
     result = checks.blocked_local_attention(RIGHT["blocked_local_attention"])
     expect(result, True, "the largest tensor had 6144 elements")
+
+
+def test_predicted_peak_names_the_usual_mistakes():
+    B, H, L, d = 2, 4, 1024, 64
+    one = B * H * L * L * 4
+    expect(checks.predicted_peak(lambda: 2 * one), True, "within 5% of the measured peak")
+    expect(checks.predicted_peak(lambda: one), False, "naive attention holds two at once")
+    expect(checks.predicted_peak(lambda: 2 * L * L * 4), False, "for one sequence and one head")
+    expect(checks.predicted_peak(lambda: 2 * B * H * L * L), False, "float32 takes 4 bytes")
+    expect(checks.predicted_peak(lambda: "69 MB"), False, "return a number of bytes")
