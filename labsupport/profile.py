@@ -34,6 +34,8 @@ PRESETS = {
         "encoding_epochs": 6,
         "encoding_stride": 4,
         "encoding_width": 32,
+        # dtype of the cost sweeps' inputs (12.4, 12.5): float32 on the CPU
+        "sweep_dtype": torch.float32,
         # 12.4 long sequences and memory
         "wall_lengths": (512, 1024, 2048, 4096, 8192, 16384),
         "wall_budget": 1.2e9,                # bytes; skip naive points whose model exceeds it
@@ -76,6 +78,9 @@ PRESETS = {
         "encoding_epochs": 8,
         "encoding_stride": 2,
         "encoding_width": 64,
+        # bfloat16 on a GPU: PyTorch's flash (and cuDNN) SDPA backends take only
+        # float16/bfloat16, so float32 inputs would time the memory-efficient kernel
+        "sweep_dtype": torch.bfloat16,
         # 12.4: no budget, so the naive sweeps run into the out-of-memory wall: the
         # forward needs 2 (causal: 3) float32 L x L matrices, 128 GiB at L = 131072
         # (causal: 192 GiB), 512 GiB at L = 262144: more than any single GPU holds

@@ -10,6 +10,10 @@ from labsupport.models import (CausalConv1d, GRUForecaster, LinearForecaster, Mo
                                seasonal_naive)
 
 LOOKBACK, HORIZON = 48, 12
+# PatchTST's backbone as published: bidirectional post-norm encoder with BatchNorm over the tokens,
+# GELU, no attention-weight dropout, the window's end padded for one more patch, RevIN without affine
+PATCHTST_BACKBONE = dict(norm="batch", activation="gelu", attn_dropout=0.0, pad_end=True, revin_affine=False,
+                         head="flatten", causal=False, norm_first=False)
 MODELS = {
     "gru": lambda **kw: GRUForecaster(hidden=32, **kw),
     "tcn": lambda **kw: TCNForecaster(hidden=16, **kw),
@@ -19,6 +23,8 @@ MODELS = {
                                            d_ff=64, dropout=0.0, **kw),
     "patch-flatten": lambda **kw: PatchTransformer(patch_len=8, stride=8, d_model=16, n_heads=2,
                                                    n_layers=1, dropout=0.0, head="flatten", **kw),
+    "patch-patchtst": lambda **kw: PatchTransformer(patch_len=8, stride=4, d_model=16, n_heads=2, n_layers=2,
+                                                    dropout=0.0, **PATCHTST_BACKBONE, **kw),
 }
 
 
@@ -349,3 +355,100 @@ def test_patch_transformer_takes_a_linformer_instance():
                          kernel=LinformerAttention(seq_len=12, k=4), causal=False)
     with pytest.raises(ValueError, match="cannot be causal.*pass causal=False"):
         PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, patch_len=8, stride=4, kernel=lin)
+
+
+# --- RidgeForecaster: the closed-form linear baseline ---------------------------------------
+
+import torch.nn.functional as F  # noqa: E402
+from labsupport.models import RidgeForecaster  # noqa: E402
+
+
+def _ridge_data(n=300, L=10, T=3, C=2, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, L, C, generator=g, dtype=torch.float64)
+    W = torch.randn(T, L, generator=g, dtype=torch.float64)
+    y = torch.einsum("tl,nlc->ntc", W, x) + 0.5 + 0.1 * torch.randn(n, T, C, generator=g, dtype=torch.float64)
+    return x.float(), y.float()
+
+
+def test_ridge_equals_the_normal_equations_with_an_unpenalised_intercept():
+    train, val = _ridge_data(), _ridge_data(seed=1)
+    ridge = RidgeForecaster(lookback=10, horizon=3, channels=2, penalties=[7.0]).fit(train, val)
+    x, y = train
+    X = x.transpose(1, 2).reshape(-1, 10).double()                       # (N*C, L)
+    Y = y.transpose(1, 2).reshape(-1, 3).double()                        # (N*C, T)
+    A = torch.cat([X, torch.ones(len(X), 1, dtype=torch.float64)], dim=1)
+    P = torch.diag(torch.tensor([7.0] * 10 + [0.0], dtype=torch.float64))  # intercept unpenalised
+    coef = torch.linalg.solve(A.T @ A + P, A.T @ Y)                       # (L + 1, T)
+    torch.testing.assert_close(ridge.weight.double(), coef[:10].T, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ridge.bias.double(), coef[10], atol=1e-5, rtol=1e-5)
+
+
+def test_ridge_keeps_the_penalty_with_the_lowest_validation_error():
+    train, val = _ridge_data(n=40), _ridge_data(seed=1)                   # few windows: penalties matter
+    ridge = RidgeForecaster(lookback=10, horizon=3, channels=2).fit(train, val)
+    assert set(ridge.validation_mse) == set(RidgeForecaster.PENALTIES)
+    assert ridge.penalty == min(ridge.validation_mse, key=ridge.validation_mse.get)
+    pred = ridge(val[0])
+    assert pred.shape == val[1].shape and pred.dtype == torch.float32
+    assert abs(F.mse_loss(pred.double(), val[1].double()).item() - ridge.validation_mse[ridge.penalty]) < 1e-5
+
+
+def test_ridge_with_instance_normalisation_is_invariant_to_each_windows_level_and_scale():
+    train, val = _ridge_data(), _ridge_data(seed=1)
+    ridge = RidgeForecaster(lookback=10, horizon=3, channels=2, revin=True).fit(train, val)
+    x = val[0]
+    torch.testing.assert_close(ridge(3.0 * x + 5.0), 3.0 * ridge(x) + 5.0, atol=1e-4, rtol=1e-4)
+
+
+def test_ridge_counts_its_coefficients_and_refuses_bad_use():
+    ridge = RidgeForecaster(lookback=10, horizon=3)
+    assert sum(p.numel() for p in ridge.parameters()) == 10 * 3 + 3
+    assert not any(p.requires_grad for p in ridge.parameters())
+    with pytest.raises(RuntimeError, match=r"not fitted: call \.fit\(train, val\)"):
+        ridge(torch.zeros(2, 10, 1))
+    with pytest.raises(ValueError, match="penalties must be a non-empty sequence"):
+        RidgeForecaster(lookback=10, horizon=3, penalties=[-1.0])
+    x, y = _ridge_data(C=1)
+    with pytest.raises(ValueError, match=r"train targets must be \(B, 3, 1\)"):
+        ridge.fit((x, y[:, :2]), (x, y))
+    bad = x.clone()
+    bad[0, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN or inf"):
+        ridge.fit((bad, y), (x, y))
+
+
+def test_patchtst_end_padding_gives_42_patches_that_repeat_the_last_value():
+    model = PatchTransformer(lookback=336, horizon=96, channels=7, patch_len=16, stride=8,
+                             **PATCHTST_BACKBONE)
+    assert model.n_patches == 42 and PatchTransformer(lookback=336, horizon=96, patch_len=16,
+                                                      stride=8).n_patches == 41
+    seen = []
+    model.embed.register_forward_hook(lambda module, args, out: seen.append(args[0]))
+    x = torch.randn(2, 336, 7)
+    assert model.eval()(x).shape == (2, 96, 7)
+    patches = seen[0]                                                  # (B*C, 42, 16), RevIN applied
+    assert patches.shape == (14, 42, 16)
+    z = model.revin.normalise(x)[0].transpose(1, 2).reshape(14, 336)  # (B*C, L)
+    padded = torch.cat([z, z[:, -1:].expand(14, 8)], dim=1)            # the last value 8 more times
+    torch.testing.assert_close(patches, padded.unfold(-1, 16, 8))     # patch k starts at 8k, k = 0..41
+    torch.testing.assert_close(patches[:, -1, 8:], z[:, -1:].expand(14, 8))
+
+
+def test_patchtst_backbone_options_build_what_they_name():
+    from torch import nn
+    model = build("patch-patchtst", channels=2)
+    block = model.encoder.layers[0]
+    assert type(block.norm1) is not nn.LayerNorm and isinstance(block.norm1, nn.BatchNorm1d)
+    assert isinstance(block.ff.activation, nn.GELU) and block.attn.dropout == 0.0
+    assert list(model.revin.parameters()) == [] and isinstance(model.encoder.norm, nn.Identity)
+    default = build("patch")
+    assert isinstance(default.encoder.layers[0].norm1, nn.LayerNorm)
+    assert len(list(default.revin.parameters())) == 2
+    x = torch.randn(3, LOOKBACK, 2)
+    model.eval()
+    torch.testing.assert_close(model(3.0 * x + 7.0), 3.0 * model(x) + 7.0, atol=1e-4, rtol=1e-4)
+    with pytest.raises(ValueError, match=r"attn_dropout must be a number in \[0, 1\), got 1.5"):
+        PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, attn_dropout=1.5)
+    with pytest.raises(ValueError, match=r"norm must be 'layer' or 'batch', got 'rms'"):
+        PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, norm="rms")

@@ -1,4 +1,5 @@
 import pytest
+import torch
 
 from labsupport import profile
 
@@ -48,3 +49,10 @@ def test_gpu_sweeps_reach_the_out_of_memory_wall():
     assert 3 * 4 * max(gpu["final_lengths"]) ** 2 > big
     assert 2 * 3 * 8 * 4 * 4 * max(gpu["lab_tokens"]) ** 2 > big
     assert 2 * 4 * min(gpu["wall_lengths"]) ** 2 < 1e9       # and start well inside memory
+
+
+def test_sweeps_run_in_bfloat16_only_on_the_gpu():
+    """Flash SDPA takes only half precision: the gpu profile's sweeps are bfloat16, the CPU's
+    float32 (bfloat16 matmuls are slow on most CPUs)."""
+    assert profile.PRESETS["gpu"]["sweep_dtype"] is torch.bfloat16
+    assert profile.PRESETS["cpu"]["sweep_dtype"] is profile.PRESETS["smoke"]["sweep_dtype"] is torch.float32

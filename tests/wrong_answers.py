@@ -73,6 +73,11 @@ WRONG_ANSWERS = {
         def score_matrix_bytes(batch, heads, length, dtype):
             return length * length * torch.tensor([], dtype=dtype).element_size()
         """, "multiply by batch * heads"),
+    "predicted_peak": _answer("""
+        def predicted_peak_bytes():
+            B, H, L, element = 2, 4, 1024, 4
+            return B * H * L * L * element          # one score matrix; two are alive at once
+        """, "naive attention holds two at once"),
     "split_heads": _answer("""
         def split_heads(x, n_heads):
             B, L, d_model = x.shape
