@@ -10,7 +10,7 @@ submissions of the released notebook, then ``nbgrader generate_feedback``:
   loses its points and its feedback shows the self-check's hint.
 
 ``nbgrader export`` must then list those totals. The kernels run the ``smoke`` profile
-(the cpu sizes, the least training): this checks grading, not results.
+(the least training, the shortest sweeps): this checks grading, not results.
 """
 import copy
 import csv
@@ -28,7 +28,8 @@ from wrong_answers import WRONG_ANSWERS, missing, signature
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-from make_assignments import exercises, graded_cells, is_graded, nbgrader, source_version, write_course  # noqa: E402
+from make_assignments import (exercises, graded_cells, is_graded, nbgrader,  # noqa: E402
+                              source_version, write_course)
 from make_student import BEGIN, END, STUB  # noqa: E402
 
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
@@ -138,7 +139,8 @@ def graded_indices(nb) -> list:
 
 
 def tiny_notebook(check_cell="checks.attention_weights(attention_weights)", metadata=True):
-    exercise = nbformat.v4.new_code_cell(f"def attention_weights(q, k):\n    {BEGIN}\n    return q\n    {END}")
+    exercise = nbformat.v4.new_code_cell(
+        f"def attention_weights(q, k):\n    {BEGIN}\n    return q\n    {END}")
     if metadata:
         exercise.metadata["nbgrader"] = {"solution": True, "grade": False, "locked": False,
                                          "grade_id": "solution-1", "schema_version": 3, "task": False}

@@ -22,7 +22,8 @@ NOTEBOOK = ROOT / "chapters" / "12_1_self_attention.ipynb"
 
 def run(command, **options):
     done = subprocess.run([str(part) for part in command], capture_output=True, text=True, **options)
-    assert done.returncode == 0, f"{' '.join(map(str, command))} failed:\n{done.stdout[-4000:]}{done.stderr[-4000:]}"
+    assert done.returncode == 0, (f"{' '.join(map(str, command))} failed:\n"
+                                  f"{done.stdout[-4000:]}{done.stderr[-4000:]}")
     return done.stdout
 
 
@@ -33,7 +34,8 @@ def subpackages():
 
 def site_packages():
     """This environment's folders of installed distributions."""
-    return [Path(p) for p in sys.path if Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()]
+    return [Path(p) for p in sys.path
+            if Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()]
 
 
 def borrowed_dependencies(folder: Path) -> Path:

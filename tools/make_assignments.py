@@ -163,7 +163,8 @@ def main(argv=None) -> int:
     for name in names:
         source = nbformat.read(args.out / "source" / name / f"{name}.ipynb", as_version=4)
         print(f"{args.out / 'source' / name}: {len(graded_cells(source))} graded exercises")
-    print(f"course in {args.out}" + ("" if args.no_release else f"; release versions in {args.out / 'release'}"))
+    released = "" if args.no_release else f"; release versions in {args.out / 'release'}"
+    print(f"course in {args.out}{released}")
     return 0
 
 
