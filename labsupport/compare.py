@@ -184,6 +184,7 @@ class Entry:
     params: int
     metrics: list = field(default_factory=list)      # Metrics per run
     records: list = field(default_factory=list)      # TrainingRecord per run (trained only)
+    histories: list = field(default_factory=list)    # fit's History per run (learning curves)
     seeds: list = field(default_factory=list)
     models: list = field(default_factory=list)       # the trained modules (or the baseline)
     fit_seconds: float | None = None                 # the ridge's closed-form solve
@@ -403,7 +404,7 @@ def _check_task(task) -> None:
                         f"got {type(task).__name__} without {missing}")
 
 
-def compare(task, models: dict, *, revin: bool, seeds=3, naive_period: int = 168,
+def compare(task, models: dict, *, revin: bool, seeds=3, naive_period: int | None = 168,
             device=None, unit: str = "MW", progress: bool = True, **fit_options) -> Comparison:
     """Train each of ``models`` (name -> `Trainable`) on ``task`` over its seeds and score
     it on the test windows beside the weekly seasonal naive forecast and the ridge.
@@ -411,9 +412,12 @@ def compare(task, models: dict, *, revin: bool, seeds=3, naive_period: int = 168
     ``task``: a `labsupport.data.ForecastTask`; every model gets its train, validation and
     test windows unchanged. ``revin``: instance normalisation for every trained model and
     for the ridge (each model's ``build`` receives it, and a model built otherwise is
-    refused). ``seeds``: a count or a list, used where a `Trainable` gives none; run k
-    seeds Python, NumPy and PyTorch with its seed before building and training, inside a
-    fork of the random state, so the caller's random streams are left as they were.
+    refused). ``naive_period``: the seasonal naive's period in steps (168: weekly); None
+    leaves it out, only for windows shorter than a week (12.4's short contexts), whose
+    table then takes the naive from a task with longer windows. ``seeds``: a count or a
+    list, used where a `Trainable` gives none; run k seeds Python, NumPy and PyTorch with
+    its seed before building and training, inside a fork of the random state, so the
+    caller's random streams are left as they were.
     ``fit_options`` go to `labsupport.train.fit` (``epochs``, ``lr``, ``batch_size``,
     ``patience``, ``schedule``, ``max_seconds``, ...), each `Trainable`'s own on top.
     """
@@ -427,11 +431,11 @@ def compare(task, models: dict, *, revin: bool, seeds=3, naive_period: int = 168
         raise ValueError(f"model names {sorted(clash)} are taken by the baselines; rename them")
     default_seeds = _seed_list(seeds)
     x_train, x_val = _inputs_only(task.train[0]), _inputs_only(task.val[0])
-    if naive_period > x_train.shape[1]:
+    if naive_period is not None and naive_period > x_train.shape[1]:
         raise ValueError(f"the seasonal naive forecast needs {naive_period} steps of history, but "
                          f"the windows hold {x_train.shape[1]}; pass naive_period <= "
-                         f"{x_train.shape[1]}, or show the naive of a task with longer windows "
-                         "(book_task's test targets do not depend on the lookback)")
+                         f"{x_train.shape[1]}, or naive_period=None and show the naive of a task "
+                         "with longer windows (book_task's test targets do not depend on the lookback)")
     if fit_options.get("schedule") is None:
         fit_options.pop("schedule", None)          # only a `fit` that has it gets it
     channels = list(range(task.train[1].shape[-1]))
@@ -463,6 +467,7 @@ def compare(task, models: dict, *, revin: bool, seeds=3, naive_period: int = 168
         entry = entries.setdefault(name, Entry(name, True, sum(p.numel() for p in model.parameters())))
         entry.seeds.append(seed)
         entry.records.append(record)
+        entry.histories.append(history)
         entry.models.append(model)
         entry.metrics.append(score(model))
 
@@ -470,10 +475,11 @@ def compare(task, models: dict, *, revin: bool, seeds=3, naive_period: int = 168
     ridge = RidgeForecaster(lookback=x_train.shape[1], horizon=task.horizon, channels=len(channels),
                             revin=revin).fit((x_train, task.train[1]), (x_val, task.val[1]))
     ridge_seconds = time.perf_counter() - started
-    naive = _OnWindow(lambda x: seasonal_naive(x, naive_period, task.horizon))
-    for name, baseline, params in ((RIDGE, _OnWindow(ridge), sum(p.numel() for p in ridge.parameters())),
-                                   (NAIVE if naive_period == 168 else f"seasonal naive ({naive_period} h)",
-                                    naive, 0)):
+    baselines = [(RIDGE, _OnWindow(ridge), sum(p.numel() for p in ridge.parameters()))]
+    if naive_period is not None:
+        baselines.append((NAIVE if naive_period == 168 else f"seasonal naive ({naive_period} steps)",
+                          _OnWindow(lambda x: seasonal_naive(x, naive_period, task.horizon)), 0))
+    for name, baseline, params in baselines:
         entries[name] = Entry(name, False, params, metrics=[score(baseline)], models=[baseline],
                               fit_seconds=ridge_seconds if name == RIDGE else None)
     windows = {k: len(getattr(task, k)[1]) for k in ("train", "val", "test")}

@@ -244,7 +244,8 @@ def test_bad_setups_are_refused_saying_what_to_do():
         compare(task, {"M": dlinear}, revin=True)
     with pytest.raises(ValueError, match=r"names \['ridge \(closed form\)'\] are taken by the baselines"):
         compare(task, {RIDGE: Trainable(dlinear)}, revin=True)
-    with pytest.raises(ValueError, match=r"needs 336 steps of history, but the windows hold 192"):
+    with pytest.raises(ValueError, match=r"needs 336 steps of history, but the windows hold 192.*"
+                                         r"naive_period=None"):
         compare(task, {}, revin=True, naive_period=336)
     with pytest.raises(TypeError, match=r"task must be a labsupport.data.ForecastTask .*got tuple"):
         compare((task.train, task.val), {}, revin=True)
@@ -286,3 +287,11 @@ def test_record_is_frozen():
     record = TrainingRecord("converged", 3, 1, 0.5, 1.0, 3.0)
     with pytest.raises(AttributeError):
         record.best_epoch = 2
+
+
+def test_a_window_shorter_than_the_period_can_leave_the_naive_out():
+    result = compare(small_task(), {}, revin=False, naive_period=None)
+    assert list(result.entries) == [RIDGE]
+    daily = compare(small_task(), {}, revin=False, naive_period=24)
+    naive = evaluate(lambda x: seasonal_naive(x, 24, HORIZON), small_task().test)
+    assert daily.mean("seasonal naive (24 steps)") == pytest.approx(naive.mse, rel=1e-6)

@@ -73,8 +73,10 @@ def main():
           f"{time.perf_counter() - started:.0f} s in all")
     result.table()
     for name in args.models:
-        for seed, rec in zip(result[name].seeds, result[name].records):
-            print(f"  {name} seed {seed}: {rec}")
+        for seed, rec, h in zip(result[name].seeds, result[name].records, result[name].histories):
+            print(f"  {name} seed {seed}: {rec.stop_reason}, best epoch {rec.best_epoch} of "
+                  f"{rec.epochs_run}, {rec.seconds_per_epoch:.2f} s/epoch; val MSE by epoch "
+                  + " ".join(f"{v:.3f}" for v in h.val_loss))
     result.verdicts()
 
 
