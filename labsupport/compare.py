@@ -53,9 +53,10 @@ from tqdm.auto import tqdm
 from .models import RidgeForecaster, seasonal_naive
 from .report import table as print_table
 from .train import Metrics, evaluate, fit, set_seed
+from .validation import check_nonnegative_int, check_positive_int
 
 __all__ = ["NAIVE", "RIDGE", "METRICS", "Trainable", "TrainingRecord", "training_record",
-           "Entry", "Comparison", "compare"]
+           "Entry", "Comparison", "compare", "warmup_cosine"]
 
 NAIVE = "seasonal naive (weekly)"
 RIDGE = "ridge (closed form)"
@@ -69,6 +70,32 @@ def _check_metric(metric: str) -> str:
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {sorted(METRICS)}, got {metric!r}")
     return metric
+
+
+def warmup_cosine(epochs: int, *, warmup: int = 1, floor: float = 0.05):
+    """A learning-rate multiplier per epoch for `fit(schedule=...)`: a linear warm-up over
+    ``warmup`` epochs, then a cosine from 1 down to ``floor`` at the last of ``epochs``
+    (so a short budget ends annealed rather than mid-stride).
+
+    Math: ``m(e) = (e + 1) / (warmup + 1)`` for e < warmup, else
+    ``floor + (1 - floor) (1 + cos(pi (e - warmup) / (epochs - 1 - warmup))) / 2``.
+
+    >>> [round(warmup_cosine(4)(e), 3) for e in range(4)]
+    [0.5, 1.0, 0.525, 0.05]
+    """
+    epochs = check_positive_int("epochs", epochs)
+    warmup = check_nonnegative_int("warmup", warmup)
+    if warmup >= epochs or not 0.0 <= floor <= 1.0:
+        raise ValueError(f"need warmup < epochs and 0 <= floor <= 1, got warmup {warmup}, "
+                         f"epochs {epochs}, floor {floor}")
+
+    def multiplier(epoch: int) -> float:
+        if epoch < warmup:
+            return (epoch + 1) / (warmup + 1)
+        done = min(1.0, (epoch - warmup) / max(1, epochs - 1 - warmup))
+        return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * done))
+
+    return multiplier
 
 
 # --- reading what `fit` returns -----------------------------------------------------------

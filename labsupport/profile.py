@@ -42,10 +42,19 @@ PRESETS = {
         "context_stride": 8,
         "segment_totals": (512, 1024, 2048, 4096),
         # the lab
-        "lab_stride": 4,                     # every 4th training window
+        "lab_stride": 4,                     # every 4th training window (until the lab switches)
         "lab_epochs": 4,
         "lab_tokens": (64, 128, 256, 512, 1024, 2048),
         "lab_budget": 1.5e9,
+        # the lab with the comparison protocol (labsupport.compare): every window, a warm-up
+        # and cosine schedule over lab_max_epochs (compare.warmup_cosine), patience 3;
+        # see tools/experiments/README.md for the measurements behind these sizes
+        "lab_train_stride": 1,
+        "lab_max_epochs": 4,
+        "lab_seeds": 3,                      # PatchTransformer, DLinear, linear attention
+        "lab_rnn_seeds": 1,                  # GRU and TCN: the slowest per epoch
+        "lab_gru_hidden": 32,
+        "lab_tcn_hidden": 16,
         # 12.5 efficient attention
         "efficient_lengths": (256, 512, 1024, 2048, 4096),
         "efficient_flash_lengths": (256, 512, 1024, 2048),  # Python tiles: slow
@@ -88,6 +97,12 @@ PRESETS = {
         "lab_epochs": 20,
         "lab_tokens": (256, 512, 1024, 2048, 4096, 8192, 16384, 32768),
         "lab_budget": None,
+        "lab_train_stride": 1,
+        "lab_max_epochs": 20,                # early stopping (patience 3) usually ends sooner
+        "lab_seeds": 3,
+        "lab_rnn_seeds": 3,
+        "lab_gru_hidden": 64,
+        "lab_tcn_hidden": 32,
         # 12.5 efficient attention
         "efficient_lengths": (1024, 2048, 4096, 8192, 16384, 32768, 65536),
         "efficient_flash_lengths": (1024, 2048, 4096, 8192),
@@ -110,6 +125,7 @@ PRESETS["smoke"] = {
     "encoding_epochs": 1, "encoding_stride": 16,
     "context_epochs": 1, "context_stride": 32,
     "lab_epochs": 1, "lab_stride": 16,
+    "lab_max_epochs": 1, "lab_train_stride": 16, "lab_seeds": 1,
     "efficient_epochs": 1, "efficient_stride": 16,
     "stream_steps": 10,
 }

@@ -6,7 +6,7 @@ import torch
 
 import labsupport.compare as compare_module
 from labsupport.compare import (NAIVE, RIDGE, Comparison, Entry, Trainable, TrainingRecord, compare,
-                                training_record)
+                                training_record, warmup_cosine)
 from labsupport.data import ForecastTask, Standardizer
 from labsupport.models import GRUForecaster, LinearForecaster, RidgeForecaster, seasonal_naive
 from labsupport.train import History, Metrics, evaluate
@@ -295,3 +295,15 @@ def test_a_window_shorter_than_the_period_can_leave_the_naive_out():
     daily = compare(small_task(), {}, revin=False, naive_period=24)
     naive = evaluate(lambda x: seasonal_naive(x, 24, HORIZON), small_task().test)
     assert daily.mean("seasonal naive (24 steps)") == pytest.approx(naive.mse, rel=1e-6)
+
+
+def test_warmup_cosine_rises_then_falls_to_the_floor():
+    m = [warmup_cosine(10, warmup=2, floor=0.1)(e) for e in range(12)]
+    assert m[:2] == pytest.approx([1 / 3, 2 / 3]) and m[2] == pytest.approx(1.0)
+    assert m[9] == pytest.approx(0.1) and m[11] == pytest.approx(0.1)     # stays at the floor
+    assert all(a >= b for a, b in zip(m[2:], m[3:]))
+    assert warmup_cosine(1, warmup=0)(0) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="need warmup < epochs and 0 <= floor <= 1, got warmup 3, epochs 3"):
+        warmup_cosine(3, warmup=3)
+    with pytest.raises(ValueError, match="epochs must be a positive int, got 0"):
+        warmup_cosine(0)

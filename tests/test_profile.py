@@ -40,3 +40,12 @@ def test_gpu_sweeps_reach_the_out_of_memory_wall():
     assert 3 * 4 * max(gpu["final_lengths"]) ** 2 > big
     assert 2 * 3 * 8 * 4 * 4 * max(gpu["lab_tokens"]) ** 2 > big
     assert 2 * 4 * min(gpu["wall_lengths"]) ** 2 < 1e9       # and start well inside memory
+
+
+def test_the_lab_compares_on_every_window_with_enough_seeds():
+    """Issue 13: every training window (stride at most 2 on a CPU), at least 3 seeds for
+    the PatchTransformer and DLinear on a CPU and for every trained model on a GPU."""
+    cpu, gpu = profile.PRESETS["cpu"], profile.PRESETS["gpu"]
+    assert cpu["lab_train_stride"] <= 2 and gpu["lab_train_stride"] == 1
+    assert cpu["lab_seeds"] >= 3 and cpu["lab_rnn_seeds"] >= 1
+    assert gpu["lab_seeds"] >= 3 and gpu["lab_rnn_seeds"] >= 3

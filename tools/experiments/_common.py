@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import math
 import sys
 import time
 from pathlib import Path
@@ -23,18 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))       # this checkout's labsupport
 
 from labsupport import train as training  # noqa: E402
-from labsupport.compare import training_record  # noqa: E402
-
-
-def warmup_cosine(epochs: int, warmup: int = 1, floor: float = 0.05):
-    """Learning-rate multiplier per epoch: linear warm-up over ``warmup`` epochs, then a
-    cosine from 1 down to ``floor`` at the last of ``epochs``."""
-    def multiplier(epoch: int) -> float:
-        if epoch < warmup:
-            return (epoch + 1) / (warmup + 1)
-        done = (epoch - warmup) / max(1, epochs - 1 - warmup)
-        return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(1.0, done)))
-    return multiplier
+from labsupport.compare import training_record, warmup_cosine  # noqa: E402
 
 
 def halving(epoch: int) -> float:

@@ -24,6 +24,10 @@ from labsupport.models import GRUForecaster, LinearForecaster, PatchTransformer,
 SIZES = dict(lookback=LOOKBACK, horizon=HORIZON)
 MODELS = {
     "patch": (PatchTransformer, dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.1)),
+    "patch-linear": (PatchTransformer, dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.1,
+                                            kernel="linear")),
+    "patch-naive": (PatchTransformer, dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.1,
+                                           kernel="naive")),
     "gru": (GRUForecaster, dict(hidden=64)),
     "tcn": (TCNForecaster, dict(hidden=32)),
     "dlinear": (LinearForecaster, dict()),
