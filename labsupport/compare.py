@@ -38,6 +38,7 @@ In a notebook::
 """
 from __future__ import annotations
 
+import inspect
 import math
 import random
 import statistics
@@ -463,8 +464,6 @@ def compare(task, models: dict, *, revin: bool, seeds=3, naive_period: int | Non
                          f"the windows hold {x_train.shape[1]}; pass naive_period <= "
                          f"{x_train.shape[1]}, or naive_period=None and show the naive of a task "
                          "with longer windows (book_task's test targets do not depend on the lookback)")
-    if fit_options.get("schedule") is None:
-        fit_options.pop("schedule", None)          # only a `fit` that has it gets it
     channels = list(range(task.train[1].shape[-1]))
     score = lambda model: evaluate(model, task.test, scaler=task.scaler, channels=channels,  # noqa: E731
                                    unit=unit, device=device)
@@ -475,6 +474,11 @@ def compare(task, models: dict, *, revin: bool, seeds=3, naive_period: int | Non
         bar.set_postfix_str(f"{name}, seed {seed}")
         spec = models[name]
         options = {**fit_options, **spec.fit_options}
+        if options.get("schedule") is None:
+            options.pop("schedule", None)          # so that a `fit` without schedules runs too
+        elif "schedule" not in inspect.signature(fit).parameters:
+            raise TypeError(f"{name}: schedule given, but this labsupport.train.fit takes none; "
+                            "update labsupport or leave schedule out")
         with _kept_random_state():
             set_seed(seed)
             model = spec.build(revin=revin)

@@ -167,6 +167,26 @@ def test_runs_are_reproducible_and_seeds_differ(result):
     assert first != second
 
 
+def test_a_schedule_reaches_fit_and_none_is_not_passed(monkeypatch):
+    seen = []
+    real_fit = compare_module.fit
+
+    def spy(model, train, val, **options):
+        seen.append(options.get("schedule", "absent"))
+        options.pop("schedule", None)
+        return real_fit(model, train, val, **options)
+
+    monkeypatch.setattr(compare_module, "fit", spy)
+    halve = lambda epoch: 0.5 ** epoch          # noqa: E731
+    compare(small_task(), {"A": Trainable(dlinear, seeds=1), "B": Trainable(dlinear, seeds=1, schedule=None)},
+            revin=True, progress=False, schedule=halve, **FIT)
+    assert seen == [halve, "absent"]
+    monkeypatch.setattr(compare_module, "fit", lambda model, train, val, *, epochs, patience, batch_size,
+                        lr, seed, progress, device: real_fit(model, train, val))
+    with pytest.raises(TypeError, match="A: schedule given, but this labsupport.train.fit takes none"):
+        compare(small_task(), {"A": Trainable(dlinear, seeds=1)}, revin=True, schedule=halve, **FIT)
+
+
 def test_the_callers_random_state_and_data_are_left_alone():
     task = small_task()
     before = [t.clone() for t in (*task.train, *task.test)]
