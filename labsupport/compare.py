@@ -408,6 +408,12 @@ def _stopped(records) -> str:
 
 # --- the protocol ---------------------------------------------------------------------------
 
+def _takes(fn, name: str) -> bool:
+    """Whether ``fn`` accepts the keyword argument ``name``."""
+    params = inspect.signature(fn).parameters
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
 def _inputs_only(inputs):
     """The window x (N, L, C) of inputs that may be a tuple such as (x, time)."""
     return inputs[0] if isinstance(inputs, tuple) else inputs
@@ -476,7 +482,7 @@ def compare(task, models: dict, *, revin: bool, seeds=3, naive_period: int | Non
         options = {**fit_options, **spec.fit_options}
         if options.get("schedule") is None:
             options.pop("schedule", None)          # so that a `fit` without schedules runs too
-        elif "schedule" not in inspect.signature(fit).parameters:
+        elif not _takes(fit, "schedule"):
             raise TypeError(f"{name}: schedule given, but this labsupport.train.fit takes none; "
                             "update labsupport or leave schedule out")
         with _kept_random_state():
