@@ -53,7 +53,7 @@ from tqdm.auto import tqdm
 
 from .models import RidgeForecaster, seasonal_naive
 from .report import table as print_table
-from .train import Metrics, evaluate, fit, set_seed
+from .train import evaluate, fit, set_seed
 from .validation import check_nonnegative_int, check_positive_int
 
 __all__ = ["NAIVE", "RIDGE", "METRICS", "Trainable", "TrainingRecord", "training_record",
@@ -210,7 +210,7 @@ class Entry:
     name: str
     trained: bool
     params: int
-    metrics: list = field(default_factory=list)      # Metrics per run
+    metrics: list = field(default_factory=list)      # labsupport.train.Metrics per run
     records: list = field(default_factory=list)      # TrainingRecord per run (trained only)
     histories: list = field(default_factory=list)    # fit's History per run (learning curves)
     seeds: list = field(default_factory=list)
