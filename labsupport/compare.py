@@ -239,7 +239,7 @@ class Comparison:
     entries: dict
     revin: bool
     windows: dict                 # train / val / test: number of windows
-    unit: str = "MW"
+    unit: str | None = "MW"       # None: no column in the series' own unit
 
     def __getitem__(self, name: str) -> Entry:
         if name not in self.entries:
@@ -333,12 +333,12 @@ class Comparison:
         print(f"input: {norm}")
         label = METRICS[metric].replace("(unit)", f"({self.unit})")
         rows = self.rows(metric)
-        unit_col = f"MAE ({self.unit})"
-        print_table(["model", "params", "runs", f"{label}: mean (min-max)", "MAE", unit_col,
+        in_unit = [] if self.unit is None else [f"MAE ({self.unit})"]
+        print_table(["model", "params", "runs", f"{label}: mean (min-max)", "MAE", *in_unit,
                      "epochs (best)", "s/epoch", "train s", "stopped"],
                     [(r["model"], f"{r['params']:,}", r["runs"] if r["trained"] else "-",
                       _mean_range(r), f"{r['mae']:.3f}",
-                      "-" if r["mae_orig"] is None else f"{r['mae_orig']:.0f}",
+                      *([] if self.unit is None else [f"{r['mae_orig']:.0f}"]),
                       _epochs(r), "-" if r["seconds_per_epoch"] is None else f"{r['seconds_per_epoch']:.2f}",
                       "-" if r["train_seconds"] is None else f"{r['train_seconds']:.1f}",
                       r["stopped"]) for r in rows])
@@ -439,7 +439,7 @@ def _check_task(task) -> None:
 
 
 def compare(task, models: dict, *, revin: bool, seeds=3, naive_period: int | None = 168,
-            device=None, unit: str = "MW", progress: bool = True, **fit_options) -> Comparison:
+            device=None, unit: str | None = "MW", progress: bool = True, **fit_options) -> Comparison:
     """Train each of ``models`` (name -> `Trainable`) on ``task`` over its seeds and score
     it on the test windows beside the weekly seasonal naive forecast and the ridge.
 
@@ -452,7 +452,8 @@ def compare(task, models: dict, *, revin: bool, seeds=3, naive_period: int | Non
     list, used where a `Trainable` gives none; run k seeds Python, NumPy and PyTorch with
     its seed before building and training, inside a fork of the random state, so the
     caller's random streams are left as they were.
-    ``fit_options`` go to `labsupport.train.fit` (``epochs``, ``lr``, ``batch_size``,
+    ``unit``: the series' unit for the MAE in original values (None: a series without one,
+    such as a synthetic one, gets no such column). ``fit_options`` go to `labsupport.train.fit` (``epochs``, ``lr``, ``batch_size``,
     ``patience``, ``schedule``, ``max_seconds``, ...), each `Trainable`'s own on top.
     """
     _check_task(task)
@@ -471,7 +472,8 @@ def compare(task, models: dict, *, revin: bool, seeds=3, naive_period: int | Non
                          f"{x_train.shape[1]}, or naive_period=None and show the naive of a task "
                          "with longer windows (book_task's test targets do not depend on the lookback)")
     channels = list(range(task.train[1].shape[-1]))
-    score = lambda model: evaluate(model, task.test, scaler=task.scaler, channels=channels,  # noqa: E731
+    scaler = task.scaler if unit is not None else None
+    score = lambda model: evaluate(model, task.test, scaler=scaler, channels=channels,  # noqa: E731
                                    unit=unit, device=device)
     entries = {}
     jobs = [(name, seed) for name, spec in models.items() for seed in (spec.seeds or default_seeds)]

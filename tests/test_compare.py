@@ -206,6 +206,11 @@ def test_a_budget_that_ends_training_is_marked(capsys):
     out = capsys.readouterr().out
     assert "epoch budget" in out and "converged" not in out
     assert "no instance normalisation for any model (revin=False)" in out
+    unitless = compare(small_task(), {}, revin=False, unit=None)
+    assert unitless[RIDGE].metrics[0].mae_orig is None
+    unitless.table()
+    out = capsys.readouterr().out
+    assert "MAE (" not in out and "MAE" in out
 
 
 def test_table_prints_the_setup_and_one_row_per_model(result, capsys):

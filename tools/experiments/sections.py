@@ -112,7 +112,7 @@ def context(args):
             args, revin, lookback=L, patch_len=24, stride=24))}
         print(f"\n== {d} day(s) of context")
         result = run(args, task, models, naive_period=168 if L >= 168 else None,
-                     unit="MW" if args.series == "demand" else "")
+                     unit="MW" if args.series == "demand" else None)
         e = result["PatchTransformer"]
         rows.append((d, e.mean(), min(e.values()), max(e.values()), result.mean(RIDGE),
                      result.mean(NAIVE) if NAIVE in result.entries else None,
