@@ -69,7 +69,7 @@ def _fit_with_schedule(model, train, val, *, epochs, lr, batch_size, patience, s
         model.train()
         t0, total = time.perf_counter(), 0.0
         for idx in torch.randperm(len(y), generator=generator).split(batch_size):
-            loss = F.mse_loss(model(x[idx].to(device)), y[idx].to(device))
+            loss = F.mse_loss(model(*training._take(x, idx, device)), y[idx].to(device))
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
             if clip is not None:
