@@ -27,10 +27,19 @@ PRESETS = {
         # 12.2 the Transformer block and the book's forecaster
         "forecaster_epochs": 10,
         "train_stride": 2,                   # every 2nd training window per epoch
+        # ... with the comparison protocol (labsupport.compare; tools/experiments/README.md):
+        # the lab's forecaster configuration, and the lag readers' 15 epochs over seeds
+        "forecaster_train_stride": 1,
+        "forecaster_max_epochs": 4,          # compare.warmup_cosine over these epochs
+        "forecaster_seeds": 2,
+        "heads_epochs": 15,
+        "heads_seeds": 2,
         # 12.3 positional encodings: many small forecasters
         "encoding_epochs": 6,
         "encoding_stride": 4,
         "encoding_width": 32,
+        "encoding_max_epochs": 6,            # with the comparison protocol
+        "encoding_seeds": 2,
         # 12.4 long sequences and memory
         "wall_lengths": (512, 1024, 2048, 4096, 8192, 16384),
         "wall_budget": 1.2e9,                # bytes; skip naive points whose model exceeds it
@@ -40,6 +49,9 @@ PRESETS = {
         "context_days": (1, 7, 14, 28),
         "context_epochs": 5,
         "context_stride": 8,
+        "context_train_stride": 4,           # with the comparison protocol
+        "context_max_epochs": 5,
+        "context_seeds": 2,
         "segment_totals": (512, 1024, 2048, 4096),
         # the lab
         "lab_stride": 4,                     # every 4th training window (until the lab switches)
@@ -51,8 +63,9 @@ PRESETS = {
         # see tools/experiments/README.md for the measurements behind these sizes
         "lab_train_stride": 1,
         "lab_max_epochs": 4,
-        "lab_seeds": 3,                      # PatchTransformer, DLinear, linear attention
+        "lab_seeds": 3,                      # PatchTransformer and DLinear
         "lab_rnn_seeds": 1,                  # GRU and TCN: the slowest per epoch
+        "lab_linear_seeds": 2,               # Step 5: linear attention
         "lab_gru_hidden": 32,
         "lab_tcn_hidden": 16,
         # 12.5 efficient attention
@@ -63,6 +76,10 @@ PRESETS = {
         "efficient_epochs": 4,
         "efficient_stride": 4,
         "efficient_width": 32,
+        "efficient_train_stride": 2,         # with the comparison protocol
+        "efficient_max_epochs": 4,
+        "efficient_full_seeds": 2,           # full attention, causal and not
+        "efficient_kernel_seeds": 1,         # the other kernels borrow full attention's spread
         "stream_steps": 150,                 # training steps of the streaming forecaster
         "stream_lengths": (500, 2000, 8000),
     },
@@ -75,10 +92,17 @@ PRESETS = {
         "bill_lengths": (4096, 8192, 16384, 32768, 65536),
         "forecaster_epochs": 30,             # early stopping (patience 3) usually ends sooner
         "train_stride": 1,
+        "forecaster_train_stride": 1,
+        "forecaster_max_epochs": 20,
+        "forecaster_seeds": 3,
+        "heads_epochs": 30,
+        "heads_seeds": 3,
         # 15 small forecasters: 8 epochs on every 2nd window, 2.7x the cpu profile's steps
         "encoding_epochs": 8,
         "encoding_stride": 2,
         "encoding_width": 64,
+        "encoding_max_epochs": 20,
+        "encoding_seeds": 3,
         # 12.4: no budget, so the naive sweeps run into the out-of-memory wall: the
         # forward needs 2 (causal: 3) float32 L x L matrices, 128 GiB at L = 131072
         # (causal: 192 GiB), 512 GiB at L = 262144: more than any single GPU holds
@@ -90,6 +114,9 @@ PRESETS = {
         "context_days": (1, 7, 28, 91, 364),
         "context_epochs": 8,                 # 10 forecasters, early stopping (patience 2)
         "context_stride": 2,
+        "context_train_stride": 1,
+        "context_max_epochs": 20,
+        "context_seeds": 3,
         "segment_totals": (2048, 4096, 8192, 16384),
         # the lab: every window, 20 epochs (early stopping, patience 3); the token sweep's
         # naive encoder (8 x 4 heads, kept for backward) hits the wall at 16384 tokens
@@ -101,6 +128,7 @@ PRESETS = {
         "lab_max_epochs": 20,                # early stopping (patience 3) usually ends sooner
         "lab_seeds": 3,
         "lab_rnn_seeds": 3,
+        "lab_linear_seeds": 3,
         "lab_gru_hidden": 64,
         "lab_tcn_hidden": 32,
         # 12.5 efficient attention
@@ -111,6 +139,10 @@ PRESETS = {
         "efficient_epochs": 6,               # 9 forecasters on every 2nd window
         "efficient_stride": 2,
         "efficient_width": 64,
+        "efficient_train_stride": 1,
+        "efficient_max_epochs": 20,
+        "efficient_full_seeds": 3,
+        "efficient_kernel_seeds": 3,
         "stream_steps": 600,
         "stream_lengths": (1000, 4000, 16000),
     },
@@ -125,7 +157,11 @@ PRESETS["smoke"] = {
     "encoding_epochs": 1, "encoding_stride": 16,
     "context_epochs": 1, "context_stride": 32,
     "lab_epochs": 1, "lab_stride": 16,
-    "lab_max_epochs": 1, "lab_train_stride": 16, "lab_seeds": 1,
+    "lab_max_epochs": 1, "lab_train_stride": 16, "lab_seeds": 1, "lab_linear_seeds": 1,
+    "forecaster_max_epochs": 1, "forecaster_train_stride": 16, "forecaster_seeds": 1,
+    "heads_epochs": 1, "heads_seeds": 1, "encoding_max_epochs": 1, "encoding_seeds": 1,
+    "context_train_stride": 32, "context_max_epochs": 1, "context_seeds": 1,
+    "efficient_train_stride": 16, "efficient_max_epochs": 1, "efficient_full_seeds": 1,
     "efficient_epochs": 1, "efficient_stride": 16,
     "stream_steps": 10,
 }

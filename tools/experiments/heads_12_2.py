@@ -14,7 +14,7 @@ import argparse
 import torch
 from torch import nn
 
-import _common  # noqa: F401
+from _common import make_schedule, use_schedule_fallback
 from labsupport.compare import Trainable, compare
 from labsupport.data import HORIZON, book_task
 from labsupport.layers import MultiHeadAttention
@@ -46,9 +46,11 @@ def main():
     parser.add_argument("--lr", type=float, default=1e-2)
     parser.add_argument("--stride", type=int, default=3)
     parser.add_argument("--kernel", default="naive")
+    parser.add_argument("--schedule", default="constant", help="constant, cosine, cosine0, halving")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    use_schedule_fallback()
     d, L, S = 32, HORIZON, HISTORY
     for H in (1, 4):
         print(f"{H} head(s): projections 4 d^2 = {4 * d * d:,} multiply-adds per token; "
@@ -57,7 +59,8 @@ def main():
     models = {f"{h} head(s)": Trainable(lambda revin, h=h: LagReader(h, kernel=args.kernel))
               for h in (1, 4)}
     result = compare(task, models, revin=False, seeds=args.seeds, epochs=args.epochs,
-                     patience=args.patience, lr=args.lr, batch_size=256, progress=False)
+                     patience=args.patience, lr=args.lr, batch_size=256, progress=False,
+                     schedule=make_schedule(args.schedule, args.epochs))
     result.table()
     for name in models:
         print(f"  {name}: best val MSE by seed "
