@@ -446,14 +446,14 @@ def compare(task, models: dict, *, revin: bool, seeds=3, naive_period: int | Non
     ``task``: a `labsupport.data.ForecastTask`; every model gets its train, validation and
     test windows unchanged. ``revin``: instance normalisation for every trained model and
     for the ridge (each model's ``build`` receives it, and a model built otherwise is
-    refused). ``naive_period``: the seasonal naive's period in steps (168: weekly); None
-    leaves it out, only for windows shorter than a week (12.4's short contexts), whose
-    table then takes the naive from a task with longer windows. ``seeds``: a count or a
-    list, used where a `Trainable` gives none; run k seeds Python, NumPy and PyTorch with
-    its seed before building and training, inside a fork of the random state, so the
-    caller's random streams are left as they were.
-    ``unit``: the series' unit for the MAE in original values (None: a series without one,
-    such as a synthetic one, gets no such column). ``fit_options`` go to `labsupport.train.fit` (``epochs``, ``lr``, ``batch_size``,
+    refused). ``seeds``: a count or a list, used where a `Trainable` gives none; run k
+    seeds Python, NumPy and PyTorch with its seed before building and training, inside a
+    fork of the random state, so the caller's random streams are left as they were.
+    ``naive_period``: the seasonal naive's period in steps (168: weekly); None leaves it
+    out, only for windows shorter than a week (12.4's short contexts), whose table then
+    takes the naive from a task with longer windows. ``unit``: the series' unit for the
+    MAE in original values (None for a series without one: no such column).
+    ``fit_options`` go to `labsupport.train.fit` (``epochs``, ``lr``, ``batch_size``,
     ``patience``, ``schedule``, ``max_seconds``, ...), each `Trainable`'s own on top.
     """
     _check_task(task)
@@ -465,12 +465,12 @@ def compare(task, models: dict, *, revin: bool, seeds=3, naive_period: int | Non
     if clash:
         raise ValueError(f"model names {sorted(clash)} are taken by the baselines; rename them")
     default_seeds = _seed_list(seeds)
-    x_train, x_val = _inputs_only(task.train[0]), _inputs_only(task.val[0])
-    if naive_period is not None and naive_period > x_train.shape[1]:
+    lookback = _inputs_only(task.train[0]).shape[1]
+    if naive_period is not None and naive_period > lookback:
         raise ValueError(f"the seasonal naive forecast needs {naive_period} steps of history, but "
-                         f"the windows hold {x_train.shape[1]}; pass naive_period <= "
-                         f"{x_train.shape[1]}, or naive_period=None and show the naive of a task "
-                         "with longer windows (book_task's test targets do not depend on the lookback)")
+                         f"the windows hold {lookback}; pass naive_period <= {lookback}, or "
+                         "naive_period=None and show the naive of a task with longer windows "
+                         "(book_task's test targets do not depend on the lookback)")
     channels = list(range(task.train[1].shape[-1]))
     scaler = task.scaler if unit is not None else None
     score = lambda model: evaluate(model, task.test, scaler=scaler, channels=channels,  # noqa: E731
@@ -480,46 +480,65 @@ def compare(task, models: dict, *, revin: bool, seeds=3, naive_period: int | Non
     bar = tqdm(jobs, desc="comparison", leave=False, disable=not progress)
     for name, seed in bar:
         bar.set_postfix_str(f"{name}, seed {seed}")
-        spec = models[name]
-        options = {**fit_options, **spec.fit_options}
-        if options.get("schedule") is None:
-            options.pop("schedule", None)          # so that a `fit` without schedules runs too
-        elif not _takes(fit, "schedule"):
-            raise TypeError(f"{name}: schedule given, but this labsupport.train.fit takes none; "
-                            "update labsupport or leave schedule out")
-        with _kept_random_state():
-            set_seed(seed)
-            model = spec.build(revin=revin)
-            if not isinstance(model, nn.Module):
-                raise TypeError(f"{name}: build(revin=...) must return an nn.Module, "
-                                f"got {type(model).__name__}")
-            if _uses_revin(model) != revin:
-                raise ValueError(f"{name} was built with revin={_uses_revin(model)}, but this "
-                                 f"comparison uses revin={revin} for every model; pass it "
-                                 f"through: lambda revin: Model(..., revin=revin)")
-            started = time.perf_counter()
-            history = fit(model, task.train, task.val, seed=seed, progress=False, device=device,
-                          **options)
-            wall = time.perf_counter() - started
-        record = training_record(history, epochs=options.get("epochs", 20),
-                                 patience=options.get("patience", 3), wall_seconds=wall)
+        options = _fit_options(name, {**fit_options, **models[name].fit_options})
+        model, history, record = _train_one(name, models[name], seed, task, revin, device, options)
         entry = entries.setdefault(name, Entry(name, True, sum(p.numel() for p in model.parameters())))
         entry.seeds.append(seed)
         entry.records.append(record)
         entry.histories.append(history)
         entry.models.append(model)
         entry.metrics.append(score(model))
+    for entry in _baselines(task, revin, naive_period, channels):
+        entry.metrics.append(score(entry.models[0]))
+        entries[entry.name] = entry
+    windows = {k: len(getattr(task, k)[1]) for k in ("train", "val", "test")}
+    return Comparison(entries, revin, windows, unit)
 
+
+def _fit_options(name: str, options: dict) -> dict:
+    """``options`` for `fit`, with ``epochs`` and ``patience`` filled from its defaults."""
+    defaults = inspect.signature(fit).parameters
+    for key in ("epochs", "patience"):
+        if key not in options and key in defaults:
+            options[key] = defaults[key].default
+    if options.get("schedule") is None:
+        options.pop("schedule", None)          # so that a `fit` without schedules runs too
+    elif not _takes(fit, "schedule"):
+        raise TypeError(f"{name}: schedule given, but this labsupport.train.fit takes none; "
+                        "update labsupport or leave schedule out")
+    return options
+
+
+def _train_one(name, spec, seed, task, revin, device, options):
+    """Build and train one model with one seed: (model, history, TrainingRecord)."""
+    with _kept_random_state():
+        set_seed(seed)
+        model = spec.build(revin=revin)
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"{name}: build(revin=...) must return an nn.Module, "
+                            f"got {type(model).__name__}")
+        if _uses_revin(model) != revin:
+            raise ValueError(f"{name} was built with revin={_uses_revin(model)}, but this "
+                             f"comparison uses revin={revin} for every model; pass it "
+                             f"through: lambda revin: Model(..., revin=revin)")
+        started = time.perf_counter()
+        history = fit(model, task.train, task.val, seed=seed, progress=False, device=device, **options)
+        wall = time.perf_counter() - started
+    record = training_record(history, epochs=options["epochs"], patience=options["patience"],
+                             wall_seconds=wall)
+    return model, history, record
+
+
+def _baselines(task, revin, naive_period, channels) -> list:
+    """The ridge (fitted here, penalty on validation) and the seasonal naive, unscored."""
+    x_train, x_val = _inputs_only(task.train[0]), _inputs_only(task.val[0])
     started = time.perf_counter()
     ridge = RidgeForecaster(lookback=x_train.shape[1], horizon=task.horizon, channels=len(channels),
                             revin=revin).fit((x_train, task.train[1]), (x_val, task.val[1]))
-    ridge_seconds = time.perf_counter() - started
-    baselines = [(RIDGE, _OnWindow(ridge), sum(p.numel() for p in ridge.parameters()))]
+    entries = [Entry(RIDGE, False, sum(p.numel() for p in ridge.parameters()), models=[_OnWindow(ridge)],
+                     fit_seconds=time.perf_counter() - started)]
     if naive_period is not None:
-        baselines.append((NAIVE if naive_period == 168 else f"seasonal naive ({naive_period} steps)",
-                          _OnWindow(lambda x: seasonal_naive(x, naive_period, task.horizon)), 0))
-    for name, baseline, params in baselines:
-        entries[name] = Entry(name, False, params, metrics=[score(baseline)], models=[baseline],
-                              fit_seconds=ridge_seconds if name == RIDGE else None)
-    windows = {k: len(getattr(task, k)[1]) for k in ("train", "val", "test")}
-    return Comparison(entries, revin, windows, unit)
+        name = NAIVE if naive_period == 168 else f"seasonal naive ({naive_period} steps)"
+        naive = _OnWindow(lambda x: seasonal_naive(x, naive_period, task.horizon))
+        entries.append(Entry(name, False, 0, models=[naive]))
+    return entries
