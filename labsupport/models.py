@@ -37,18 +37,29 @@ def _check_dropout(p, name: str = "dropout") -> float:
     return float(p)
 
 
+def _with_revin(model: nn.Module, x: torch.Tensor, forecast) -> torch.Tensor:
+    """``forecast(x)``, inside the model's instance normalisation when it has one
+    (``model.revin``, an `InstanceNorm` or None): x (B, L, C) -> (B, T, C)."""
+    if model.revin is None:
+        return forecast(x)
+    z, stats = model.revin.normalise(x)                     # (B, L, C)
+    return model.revin.denormalise(forecast(z), stats)      # (B, T, C)
+
+
 class GRUForecaster(nn.Module):
     """Gated recurrent forecaster (Cho et al. 2014): a GRU reads the window, a linear head forecasts.
 
     Math: ``h_t = GRU(x_t, h_{t-1})``; ``y = W h_L + b`` reshaped to (T, C).
-    Shapes: x (B, L, C) -> (B, T, C). ``dropout`` acts between GRU layers and before the head.
+    Shapes: x (B, L, C) -> (B, T, C). ``dropout`` acts between GRU layers and before the head;
+    ``revin=True`` normalises each window and channel first (`InstanceNorm`) and undoes it
+    on the forecast.
 
     >>> GRUForecaster(lookback=24, horizon=6, channels=2)(torch.zeros(3, 24, 2)).shape
     torch.Size([3, 6, 2])
     """
 
     def __init__(self, *, lookback: int, horizon: int, channels: int = 1, hidden: int = 64,
-                 layers: int = 1, dropout: float = 0.0):
+                 layers: int = 1, dropout: float = 0.0, revin: bool = False):
         super().__init__()
         self.lookback = check_positive_int("lookback", lookback)
         self.horizon = check_positive_int("horizon", horizon)
@@ -61,9 +72,13 @@ class GRUForecaster(nn.Module):
                           dropout=dropout if layers > 1 else 0.0)
         self.drop = nn.Dropout(dropout)
         self.head = nn.Linear(hidden, horizon * channels)
+        self.revin = InstanceNorm(channels) if revin else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_window(x, self.lookback, self.channels)
+        return _with_revin(self, x, self._forecast)
+
+    def _forecast(self, x: torch.Tensor) -> torch.Tensor:
         out, _ = self.gru(x)                                     # (B, L, H)
         y = self.head(self.drop(out[:, -1]))                     # (B, T*C)
         return y.view(x.shape[0], self.horizon, self.channels)   # (B, T, C)
@@ -112,6 +127,8 @@ class TCNForecaster(nn.Module):
     Math: receptive field ``R = 1 + 2 (k - 1) sum(dilations)`` (two convolutions per block);
     by default dilations 1, 2, 4, ... are added until ``R >= lookback``.
     Shapes: x (B, L, C) -> features (B, L, H) -> (B, T, C), the head reads the last step.
+    ``revin=True`` normalises each window and channel first (`InstanceNorm`) and undoes it
+    on the forecast.
 
     >>> tcn = TCNForecaster(lookback=48, horizon=12)
     >>> tcn.dilations, tcn.receptive_field
@@ -119,7 +136,7 @@ class TCNForecaster(nn.Module):
     """
 
     def __init__(self, *, lookback: int, horizon: int, channels: int = 1, hidden: int = 32,
-                 kernel_size: int = 3, dilations=None, dropout: float = 0.0):
+                 kernel_size: int = 3, dilations=None, dropout: float = 0.0, revin: bool = False):
         super().__init__()
         self.lookback = check_positive_int("lookback", lookback)
         self.horizon = check_positive_int("horizon", horizon)
@@ -147,6 +164,7 @@ class TCNForecaster(nn.Module):
         self.blocks = nn.Sequential(*(TemporalBlock(widths[i], widths[i + 1], kernel_size, d, dropout)
                                       for i, d in enumerate(dilations)))
         self.head = nn.Linear(hidden, horizon * channels)
+        self.revin = InstanceNorm(channels) if revin else None
 
     def _field(self, dilations) -> int:
         return 1 + 2 * (self.kernel_size - 1) * sum(dilations)
@@ -163,6 +181,10 @@ class TCNForecaster(nn.Module):
         return h.transpose(1, 2)                # (B, L, H)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_window(x, self.lookback, self.channels)
+        return _with_revin(self, x, self._forecast)
+
+    def _forecast(self, x: torch.Tensor) -> torch.Tensor:
         y = self.head(self.features(x)[:, -1])                   # (B, T*C)
         return y.view(x.shape[0], self.horizon, self.channels)   # (B, T, C)
 
@@ -193,6 +215,8 @@ class LinearForecaster(nn.Module):
     Math: ``x = trend + season`` (trend = moving average); ``y = W_t trend + W_s season`` over time.
     Shapes: x (B, L, C) -> (B, T, C). Channels are forecast independently, with weights
     shared across channels, or one pair of maps per channel with ``individual=True``.
+    ``revin=True`` normalises each window and channel first (`InstanceNorm`) and undoes it
+    on the forecast.
 
     Training: pass ``**LinearForecaster.FIT_OPTIONS`` to `labsupport.train.fit` (Adam from
     lr 1e-2, halved every epoch after the first two: the official scripts' ``type1``
@@ -211,7 +235,7 @@ class LinearForecaster(nn.Module):
     FIT_OPTIONS = {"lr": 1e-2, "schedule": "type1"}
 
     def __init__(self, *, lookback: int, horizon: int, channels: int = 1, kernel_size: int = 25,
-                 individual: bool = False):
+                 individual: bool = False, revin: bool = False):
         super().__init__()
         self.lookback = check_positive_int("lookback", lookback)
         self.horizon = check_positive_int("horizon", horizon)
@@ -221,6 +245,7 @@ class LinearForecaster(nn.Module):
         n = channels if individual else 1
         self.trend_maps = nn.ModuleList(nn.Linear(lookback, horizon) for _ in range(n))
         self.season_maps = nn.ModuleList(nn.Linear(lookback, horizon) for _ in range(n))
+        self.revin = InstanceNorm(channels) if revin else None
 
     def decompose(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Split x (B, L, C) into (trend, remainder), each (B, L, C), which sum to x."""
@@ -229,6 +254,10 @@ class LinearForecaster(nn.Module):
         return trend, x - trend
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_window(x, self.lookback, self.channels)
+        return _with_revin(self, x, self._forecast)
+
+    def _forecast(self, x: torch.Tensor) -> torch.Tensor:
         trend, season = (part.transpose(1, 2) for part in self.decompose(x))   # (B, C, L) each
         if self.individual:
             y = torch.stack([ft(trend[:, c]) + fs(season[:, c]) for c, (ft, fs)

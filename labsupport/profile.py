@@ -30,12 +30,21 @@ PRESETS = {
         "train_stride": 2,                   # every 2nd training window per epoch
         "reader_epochs": 15,                 # the lag readers (one head, four heads)
         "deep_steps": 120,                   # training steps per post-norm/pre-norm stack
+        # ... with the comparison protocol (labsupport.compare; tools/experiments/README.md):
+        # the lab's forecaster configuration, and the lag readers' 15 epochs over seeds
+        "forecaster_train_stride": 1,
+        "forecaster_max_epochs": 4,          # compare.warmup_cosine over these epochs
+        "forecaster_seeds": 2,
+        "heads_epochs": 15,
+        "heads_seeds": 2,
         # 12.3 positional encodings: many small forecasters
         "encoding_epochs": 6,
         "encoding_stride": 4,
         "encoding_width": 32,
         # dtype of the cost sweeps' inputs (12.4, 12.5): float32 on the CPU
         "sweep_dtype": torch.float32,
+        "encoding_max_epochs": 6,            # with the comparison protocol
+        "encoding_seeds": 2,
         # 12.4 long sequences and memory
         "wall_lengths": (512, 1024, 2048, 4096, 8192, 16384),
         "wall_budget": 1.2e9,                # bytes; skip naive points whose model exceeds it
@@ -45,13 +54,26 @@ PRESETS = {
         "context_days": (1, 7, 14, 28),
         "context_epochs": 5,
         "context_stride": 8,
+        "context_train_stride": 4,           # with the comparison protocol
+        "context_max_epochs": 5,
+        "context_seeds": 2,
         "segment_totals": (512, 1024, 2048, 4096),
         "backward_lengths": (1024, 2048, 4096),   # forward + backward sweep
         # the lab
-        "lab_stride": 4,                     # every 4th training window
+        "lab_stride": 4,                     # every 4th training window (until the lab switches)
         "lab_epochs": 4,
         "lab_tokens": (64, 128, 256, 512, 1024, 2048),
         "lab_budget": 1.5e9,
+        # the lab with the comparison protocol (labsupport.compare): every window, a warm-up
+        # and cosine schedule over lab_max_epochs (compare.warmup_cosine), patience 3;
+        # see tools/experiments/README.md for the measurements behind these sizes
+        "lab_train_stride": 1,
+        "lab_max_epochs": 4,
+        "lab_seeds": 3,                      # PatchTransformer and DLinear
+        "lab_rnn_seeds": 1,                  # GRU and TCN: the slowest per epoch
+        "lab_linear_seeds": 2,               # Step 5: linear attention
+        "lab_gru_hidden": 32,
+        "lab_tcn_hidden": 16,
         # 12.5 efficient attention
         "efficient_lengths": (256, 512, 1024, 2048, 4096),
         "efficient_flash_lengths": (256, 512, 1024, 2048),  # Python tiles: slow
@@ -60,6 +82,10 @@ PRESETS = {
         "efficient_epochs": 4,
         "efficient_stride": 4,
         "efficient_width": 32,
+        "efficient_train_stride": 2,         # with the comparison protocol
+        "efficient_max_epochs": 4,
+        "efficient_full_seeds": 2,           # full attention, causal and not
+        "efficient_kernel_seeds": 1,         # the other kernels borrow full attention's spread
         "stream_steps": 150,                 # training steps of the streaming forecaster
         "stream_lengths": (500, 2000, 8000),
     },
@@ -74,6 +100,11 @@ PRESETS = {
         "train_stride": 1,
         "reader_epochs": 15,
         "deep_steps": 120,
+        "forecaster_train_stride": 1,
+        "forecaster_max_epochs": 20,
+        "forecaster_seeds": 3,
+        "heads_epochs": 30,
+        "heads_seeds": 3,
         # 15 small forecasters: 8 epochs on every 2nd window, 2.7x the cpu profile's steps
         "encoding_epochs": 8,
         "encoding_stride": 2,
@@ -81,6 +112,8 @@ PRESETS = {
         # bfloat16 on a GPU: PyTorch's flash (and cuDNN) SDPA backends take only
         # float16/bfloat16, so float32 inputs would time the memory-efficient kernel
         "sweep_dtype": torch.bfloat16,
+        "encoding_max_epochs": 20,
+        "encoding_seeds": 3,
         # 12.4: no budget, so the naive sweeps run into the out-of-memory wall: the
         # forward needs 2 (causal: 3) float32 L x L matrices, 128 GiB at L = 131072
         # (causal: 192 GiB), 512 GiB at L = 262144: more than any single GPU holds
@@ -92,6 +125,9 @@ PRESETS = {
         "context_days": (1, 7, 28, 91, 364),
         "context_epochs": 8,                 # 10 forecasters, early stopping (patience 2)
         "context_stride": 2,
+        "context_train_stride": 1,
+        "context_max_epochs": 20,
+        "context_seeds": 3,
         "segment_totals": (2048, 4096, 8192, 16384),
         "backward_lengths": (1024, 2048, 4096),
         # the lab: every window, 20 epochs (early stopping, patience 3); the token sweep's
@@ -100,6 +136,13 @@ PRESETS = {
         "lab_epochs": 20,
         "lab_tokens": (256, 512, 1024, 2048, 4096, 8192, 16384, 32768),
         "lab_budget": None,
+        "lab_train_stride": 1,
+        "lab_max_epochs": 20,                # early stopping (patience 3) usually ends sooner
+        "lab_seeds": 3,
+        "lab_rnn_seeds": 3,
+        "lab_linear_seeds": 3,
+        "lab_gru_hidden": 64,
+        "lab_tcn_hidden": 32,
         # 12.5 efficient attention
         "efficient_lengths": (1024, 2048, 4096, 8192, 16384, 32768, 65536),
         "efficient_flash_lengths": (1024, 2048, 4096, 8192),
@@ -108,6 +151,10 @@ PRESETS = {
         "efficient_epochs": 6,               # 9 forecasters on every 2nd window
         "efficient_stride": 2,
         "efficient_width": 64,
+        "efficient_train_stride": 1,
+        "efficient_max_epochs": 20,
+        "efficient_full_seeds": 3,
+        "efficient_kernel_seeds": 3,
         "stream_steps": 600,
         "stream_lengths": (1000, 4000, 16000),
     },
@@ -125,6 +172,11 @@ PRESETS["smoke"] = {
     "encoding_epochs": 1, "encoding_stride": 16,
     "context_epochs": 1, "context_stride": 32,
     "lab_epochs": 1, "lab_stride": 16,
+    "lab_max_epochs": 1, "lab_train_stride": 16, "lab_seeds": 1, "lab_linear_seeds": 1,
+    "forecaster_max_epochs": 1, "forecaster_train_stride": 16, "forecaster_seeds": 1,
+    "heads_epochs": 1, "heads_seeds": 1, "encoding_max_epochs": 1, "encoding_seeds": 1,
+    "context_train_stride": 32, "context_max_epochs": 1, "context_seeds": 1,
+    "efficient_train_stride": 16, "efficient_max_epochs": 1, "efficient_full_seeds": 1,
     "efficient_epochs": 1, "efficient_stride": 16,
     "stream_steps": 10,
     "bill_lengths": (2048, 4096, 8192),

@@ -452,3 +452,24 @@ def test_patchtst_backbone_options_build_what_they_name():
         PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, attn_dropout=1.5)
     with pytest.raises(ValueError, match=r"norm must be 'layer' or 'batch', got 'rms'"):
         PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, norm="rms")
+# --- instance normalisation (RevIN) as an option of every forecaster ------------------------
+
+REVIN_MODELS = {"gru": GRUForecaster, "tcn": TCNForecaster, "dlinear": LinearForecaster}
+
+
+@pytest.mark.parametrize("name", REVIN_MODELS)
+def test_revin_makes_every_forecaster_follow_each_windows_level_and_scale(name):
+    x = torch.randn(2, LOOKBACK, 3)
+    model = REVIN_MODELS[name](lookback=LOOKBACK, horizon=HORIZON, channels=3, revin=True).eval()
+    torch.testing.assert_close(model(3.0 * x + 7.0), 3.0 * model(x) + 7.0, atol=1e-4, rtol=1e-4)
+    plain = REVIN_MODELS[name](lookback=LOOKBACK, horizon=HORIZON, channels=3).eval()
+    assert plain.revin is None          # off by default, as before
+    assert not torch.allclose(plain(3.0 * x + 7.0), 3.0 * plain(x) + 7.0, atol=1e-2)
+
+
+@pytest.mark.parametrize("name", REVIN_MODELS)
+def test_revin_adds_a_scale_and_shift_per_channel(name):
+    sizes = dict(lookback=LOOKBACK, horizon=HORIZON, channels=3)
+    count = lambda m: sum(p.numel() for p in m.parameters())    # noqa: E731
+    with_revin, without = REVIN_MODELS[name](**sizes, revin=True), REVIN_MODELS[name](**sizes)
+    assert count(with_revin) - count(without) == 2 * 3

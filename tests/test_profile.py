@@ -56,3 +56,12 @@ def test_sweeps_run_in_bfloat16_only_on_the_gpu():
     float32 (bfloat16 matmuls are slow on most CPUs)."""
     assert profile.PRESETS["gpu"]["sweep_dtype"] is torch.bfloat16
     assert profile.PRESETS["cpu"]["sweep_dtype"] is profile.PRESETS["smoke"]["sweep_dtype"] is torch.float32
+
+
+def test_the_lab_compares_on_every_window_with_enough_seeds():
+    """Issue 13: every training window (stride at most 2 on a CPU), at least 3 seeds for
+    the PatchTransformer and DLinear on a CPU and for every trained model on a GPU."""
+    cpu, gpu = profile.PRESETS["cpu"], profile.PRESETS["gpu"]
+    assert cpu["lab_train_stride"] <= 2 and gpu["lab_train_stride"] == 1
+    assert cpu["lab_seeds"] >= 3 and cpu["lab_rnn_seeds"] >= 1
+    assert gpu["lab_seeds"] >= 3 and gpu["lab_rnn_seeds"] >= 3
