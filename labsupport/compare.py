@@ -129,7 +129,7 @@ def training_record(history, *, epochs: int, patience: int,
     n = len(history.val_loss)
     if n == 0:
         raise ValueError("history holds no epoch; expected a History from labsupport.train.fit")
-    reason = getattr(history, "stop_reason", None)
+    reason = getattr(history, "stop_reason", None) or None      # "" on a hand-made History
     if reason is None:
         if n - 1 - history.best_epoch >= patience:
             reason = "converged"
