@@ -137,7 +137,7 @@ def training_record(history, *, epochs: int, patience: int,
             reason = "time" if history.stopped_early else "epochs"
     if reason not in STOP_REASONS:
         raise ValueError(f"history.stop_reason must be one of {STOP_REASONS}, got {reason!r}")
-    total = getattr(history, "total_seconds", None)
+    total = getattr(history, "total_seconds", None) or None      # 0.0 on a hand-made History
     if total is None:
         total = wall_seconds if wall_seconds is not None else sum(history.epoch_seconds)
     return TrainingRecord(reason, n, history.best_epoch + 1, history.val_loss[history.best_epoch],
