@@ -204,6 +204,27 @@ def test_hour_features():
                                                        torch.cos(2 * m.pi * h / 12)], -1)), False, "use sin")
 
 
+def test_untrained_buckets():
+    """12.3 exercise 5: the T5 buckets a 111-token causal window reads and 27 tokens never train."""
+    from labsupport.checks.positional import bucket_rows_read
+    from labsupport.positional import relative_position_bucket as bucket
+    assert bucket_rows_read(27) == set(range(20))                       # offsets 0..26
+    assert bucket_rows_read(111) - bucket_rows_read(27) == set(range(20, 31))
+    right = lambda: sorted({int(b) for b in bucket(torch.arange(111))} - {int(b) for b in bucket(torch.arange(27))})
+    expect(checks.untrained_buckets(right), True, "keep their initial values")
+    expect(checks.untrained_buckets(lambda: torch.arange(20, 31)), True, "20-30")
+    expect(checks.untrained_buckets(lambda: [20.0 + i for i in range(11)]), True, "20-30")
+    expect(checks.untrained_buckets(lambda: list(range(27, 111))), False, "offsets, not buckets")
+    expect(checks.untrained_buckets(lambda: list(range(20, 32))), False, "offsets from 113 on")
+    expect(checks.untrained_buckets(lambda: [12, 13, 14, 15]), False, "one-sided")
+    expect(checks.untrained_buckets(lambda: list(range(10, 31))), False, "already reads")
+    expect(checks.untrained_buckets(lambda: list(range(21, 31))), False, "offset 27 is new")
+    expect(checks.untrained_buckets(lambda: list(range(20, 26))), False, "55 tokens")
+    expect(checks.untrained_buckets(lambda: [20, 22]), False, "missing")
+    expect(checks.untrained_buckets(lambda: [20.5]), False, "whole bucket numbers")
+    expect(checks.untrained_buckets(lambda: 20), False, "a list of bucket numbers")
+
+
 # --- 12.4 ------------------------------------------------------------------------------
 
 def online(rescale_acc=True, rescale_l=True, shift=True):
@@ -352,6 +373,7 @@ RIGHT = {   # one right answer per check, written as a student would
     "rotate_pairs": _rotate_right,
     "alibi_slopes": lambda n: [2 ** (-8 * (i + 1) / n) for i in range(n)],
     "hour_features": lambda h: torch.stack([(2 * torch.pi * h / 24).sin(), (2 * torch.pi * h / 24).cos()], -1),
+    "untrained_buckets": lambda: list(range(20, 31)),
     "online_step": online(),
     "compress_mean": lambda s, r: s.view(s.shape[0], -1, r, s.shape[-1]).mean(2),
     "patch_count": lambda L, P, S: (L - P) // S + 1,
@@ -383,7 +405,8 @@ def scribbles_on_its_inputs(answer):
 
 
 TAKES_TENSORS = [n for n in RIGHT if n not in ("score_matrix_bytes", "block_parameters", "sinusoidal",
-                                               "alibi_slopes", "patch_count", "peeks", "predicted_peak")]
+                                               "alibi_slopes", "patch_count", "peeks", "predicted_peak",
+                                               "untrained_buckets")]
 
 
 @pytest.mark.parametrize("name", TAKES_TENSORS)

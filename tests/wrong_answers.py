@@ -135,6 +135,10 @@ WRONG_ANSWERS = {
             angle = hours / 24                                    # no 2 pi
             return torch.stack([angle.sin(), angle.cos()], dim=-1)
         """, "2 pi"),
+    "untrained_buckets": _answer("""
+        def untrained_buckets_read():
+            return list(range(27, 111))                           # offsets, not buckets
+        """, "offsets, not buckets"),
     # 12.4 Long sequences and memory
     "online_step": _answer("""
         def online_step(m, l, acc, scores, v):
