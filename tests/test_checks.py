@@ -239,6 +239,49 @@ def test_patch_count():
     expect(checks.patch_count(lambda L, P, S: L // S), False, "inside the lookback")
 
 
+def test_kept_fractions():
+    expect(checks.kept_fractions(lambda: {24: 0.0, 168: 0.97, 8766: 1.0}), True, "weekly 0.97")
+    expect(checks.kept_fractions(lambda: {24: 0.02, 168: 0.93, 8766: 0.99}), True, "within 0.05")
+    expect(checks.kept_fractions(lambda: {24: 1.0, 168: 1.0, 8766: 1.0}), False, "one whole period")
+    expect(checks.kept_fractions(lambda: {24: 0.0, 168: 0.0, 8766: 1.0}), False, "a seventh of a week")
+    expect(checks.kept_fractions(lambda: {24: 0.0, 168: 0.97, 8766: 0.5}), False, "1/365 of a year")
+    expect(checks.kept_fractions(lambda: {24: 0, 168: 97, 8766: 100}), False, "not as a percentage")
+    expect(checks.kept_fractions(lambda: [0.0, 0.97, 1.0]), False, "keys 24, 168 and 8766")
+    expect(checks.kept_fractions(lambda: {24: 0.0, 168: 0.97}), False, "keys 24, 168 and 8766")
+    expect(checks.kept_fractions(lambda: {24: "none", 168: 0.97, 8766: 1.0}), False,
+           "a fraction for the daily cycle")
+
+
+def test_kept_fractions_are_measured_as_the_formula_says():
+    """A mean over r consecutive hours keeps |sin(pi r / p) / (r sin(pi / p))| of a cycle
+    of p hours (the Dirichlet kernel): 0 for p = r, about 0.967 for a week."""
+    import math as m
+    from labsupport.checks.long_sequences import measured_kept_fractions
+    for period, kept in measured_kept_fractions().items():
+        want = abs(m.sin(m.pi * 24 / period) / (24 * m.sin(m.pi / period)))
+        assert kept == pytest.approx(want, abs=1e-9), period
+
+
+def test_stride_saving():
+    n1, n12 = (336 - 24) // 1 + 1, (336 - 24) // 12 + 1
+    expect(checks.stride_saving(lambda: (n1 / n12) ** 2), True, "within 5%")
+    expect(checks.stride_saving(lambda: 134), True, "313 to 27 tokens")
+    expect(checks.stride_saving(lambda: 12), False, "square of the token count")
+    expect(checks.stride_saving(lambda: n1 / n12), False, "square of the token count")
+    expect(checks.stride_saving(lambda: 144), False, "S^2 rule")
+    expect(checks.stride_saving(lambda: (n12 / n1) ** 2), False, "fraction of the cost that is left")
+    expect(checks.stride_saving(lambda: -3), False, "positive factor")
+    expect(checks.stride_saving(lambda: 60), False, "square their ratio")
+
+
+def test_stride_saving_measures_the_score_matrices():
+    """The largest tensor is the (B, H, N, N) scores: the ratio is exactly (313 / 27)^2."""
+    from labsupport.checks.long_sequences import measured_stride_saving
+    ratio, tokens = measured_stride_saving()
+    assert tokens == [313, 27]
+    assert ratio == pytest.approx(313 ** 2 / 27 ** 2, rel=1e-12)
+
+
 def test_elu_feature_map():
     expect(checks.elu_feature_map(lambda x: torch.nn.functional.elu(x) + 1), True, "elu(x) + 1")
     expect(checks.elu_feature_map(torch.nn.functional.elu), False, "add 1")
@@ -354,7 +397,9 @@ RIGHT = {   # one right answer per check, written as a student would
     "hour_features": lambda h: torch.stack([(2 * torch.pi * h / 24).sin(), (2 * torch.pi * h / 24).cos()], -1),
     "online_step": online(),
     "compress_mean": lambda s, r: s.view(s.shape[0], -1, r, s.shape[-1]).mean(2),
+    "kept_fractions": lambda: {24: 0.0, 168: 0.97, 8766: 1.0},
     "patch_count": lambda L, P, S: (L - P) // S + 1,
+    "stride_saving": lambda: ((336 - 24) // 1 + 1) ** 2 / ((336 - 24) // 12 + 1) ** 2,
     "elu_feature_map": lambda x: torch.nn.functional.elu(x) + 1,
     "positive_features": lambda x, w: torch.exp(x @ w.T - x.pow(2).sum(-1, keepdim=True) / 2) / w.shape[0] ** 0.5,
     "blocked_local_attention": blocked(),
@@ -383,7 +428,8 @@ def scribbles_on_its_inputs(answer):
 
 
 TAKES_TENSORS = [n for n in RIGHT if n not in ("score_matrix_bytes", "block_parameters", "sinusoidal",
-                                               "alibi_slopes", "patch_count", "peeks", "predicted_peak")]
+                                               "alibi_slopes", "patch_count", "peeks", "predicted_peak",
+                                               "kept_fractions", "stride_saving")]
 
 
 @pytest.mark.parametrize("name", TAKES_TENSORS)
@@ -485,7 +531,7 @@ def test_the_time_limit_gives_an_outer_timer_back():
         signal.signal(signal.SIGALRM, previous)
 
 
-NUMBER_CHECKS = ["score_matrix_bytes", "block_parameters", "patch_count"]
+NUMBER_CHECKS = ["score_matrix_bytes", "block_parameters", "patch_count", "stride_saving"]
 
 
 @pytest.mark.parametrize("name", NUMBER_CHECKS)
