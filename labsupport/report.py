@@ -46,6 +46,25 @@ def checklist(rows, *, title: str = "checks", width: int = WIDTH) -> None:
         print(f"  {claim:<{width - 2}} {holds}")
 
 
+def glue(name: str, value, *, display: bool = False):
+    """``myst_nb.glue(name, value, display=display)`` for the book's text, where myst-nb runs
+    in a Jupyter kernel (the book's build); elsewhere (Colab without myst-nb, a script) it
+    glues nothing. NumPy and one-element torch numbers are glued as Python numbers, whose
+    text a ``{glue:text}`name:.2f``` role can format. Returns the value glued."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    elif hasattr(value, "item") and type(value).__module__ == "numpy":
+        value = value.item()
+    try:
+        from IPython import get_ipython
+        from myst_nb import glue as myst_glue
+    except ImportError:
+        return value
+    if get_ipython() is not None:
+        myst_glue(name, value, display=display)
+    return value
+
+
 def table(headers, rows, *, formats=None) -> None:
     """Print rows under right-aligned headers; ``formats`` maps a column to a format spec
     (``"{:.1f}"``) or a callable."""
@@ -64,22 +83,28 @@ def _fmt(value, spec) -> str:
 
 
 def sweep_table(rows, *, flops: bool = False, peak=None) -> None:
-    """Print `labsupport.timing.cost_sweep` rows: time median (min-max), measured peak,
-    the model where there is one, and why a point did not run.
+    """Print `labsupport.timing.cost_sweep` rows: time median (with min-max where a point
+    was timed several times), measured peak, the model where there is one, and why a
+    point did not run.
 
     ``flops`` adds the achieved TFLOP/s; ``peak`` (a `labsupport.timing.matmul_peak`
     measured in the dtype the rows ran in) adds it and the fraction of that peak, in a
     column headed with the peak's label (``% of bf16 peak``, ``% of fp32 peak``)."""
     from .timing import add_peak_fraction, format_bytes
 
+    def ranged(r):                      # several repetitions: they differ, min < max
+        return r["status"] == "ok" and r["time_min"] != r["time_max"]
+
     def ms(r):
         if r["status"] != "ok":
             return r["status"]
-        return f"{r['time_s'] * 1e3:.1f} ({r['time_min'] * 1e3:.1f}-{r['time_max'] * 1e3:.1f})"
+        spread = f" ({r['time_min'] * 1e3:.1f}-{r['time_max'] * 1e3:.1f})" if ranged(r) else ""
+        return f"{r['time_s'] * 1e3:.1f}{spread}"
 
     if peak is not None:
         rows, flops = add_peak_fraction(rows, peak), True
-    headers = ["kernel", "L", "time ms (min-max)", "peak (measured)", "model"]
+    time_header = "time ms (min-max)" if any(ranged(r) for r in rows) else "time ms"
+    headers = ["kernel", "L", time_header, "peak (measured)", "model"]
     headers += ["TFLOP/s"] if flops else []
     headers += [f"% of {peak.label}"] if peak is not None else []
     out = []

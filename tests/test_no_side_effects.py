@@ -266,6 +266,8 @@ if hasattr(P, "interleave_halves"):          # on main since this file was writt
     CASES["positional.interleave_halves"] = lambda: case(P.interleave_halves, np.int64(6))
 if hasattr(R, "checklist"):                  # on main since this file was written
     CASES["report.checklist"] = lambda: case(R.checklist, [("a claim", True), ("another", torch.tensor(False))])
+if hasattr(R, "glue"):
+    CASES["report.glue"] = lambda: case(R.glue, "s0_demo", np.float64(0.5))
 if hasattr(Ly, "sublayer"):                  # gone from main since this file was written
     CASES["layers.sublayer"] = lambda: case(
         Ly.sublayer, t(2, 5, 8), lambda h: h * 2, built(torch.nn.LayerNorm, 8), torch.nn.Identity(), True)

@@ -325,6 +325,24 @@ def test_sweep_table_prints_every_measured_peak(capsys):
     assert "4.1 kB" in lines[1] and "not measured" in lines[2] and "<" not in "".join(lines)
 
 
+def test_sweep_table_prints_a_time_range_only_for_repeated_timings(capsys):
+    """One repetition has no range: min = max = median prints as the median alone."""
+    from labsupport.report import sweep_table
+    sweep_table([_row()])
+    once = capsys.readouterr().out.splitlines()
+    assert "time ms" in once[0] and "min-max" not in once[0] and "(" not in once[1]
+    sweep_table([_row(time_min=0.9e-3, time_max=1.2e-3), _row(length=128)])
+    several = capsys.readouterr().out.splitlines()
+    assert "time ms (min-max)" in several[0] and "1.0 (0.9-1.2)" in several[1] and "(" not in several[2]
+
+
+def test_glue_outside_a_kernel_glues_nothing_and_returns_a_python_number():
+    import numpy as np
+    from labsupport.report import glue
+    assert glue("s0_demo", np.float64(0.25)) == 0.25 and type(glue("s0_demo", np.float64(0.25))) is float
+    assert type(glue("s0_demo", torch.tensor(3))) is int and glue("s0_demo", "ahead of") == "ahead of"
+
+
 def test_a_peak_of_another_dtype_is_refused():
     from labsupport.timing import MatmulPeak, add_peak_fraction
     bf16_rows = [_row(dtype="bfloat16")]
