@@ -54,8 +54,10 @@ PRESETS = {
         "context_days": (1, 7, 14, 28),
         "context_epochs": 5,
         "context_stride": 8,
-        "context_train_stride": 4,           # with the comparison protocol
-        "context_max_epochs": 5,
+        # with the comparison protocol: 2 series x 4 contexts x 2 seeds, every 2nd window,
+        # 6 epochs (about 110 s of training on one core; tools/experiments/README.md)
+        "context_train_stride": 2,
+        "context_max_epochs": 6,
         "context_seeds": 2,
         "segment_totals": (512, 1024, 2048, 4096),
         "backward_lengths": (1024, 2048, 4096),   # forward + backward sweep
@@ -175,7 +177,7 @@ PRESETS["smoke"] = {
     "lab_max_epochs": 1, "lab_train_stride": 16, "lab_seeds": 1, "lab_linear_seeds": 1,
     "forecaster_max_epochs": 1, "forecaster_train_stride": 16, "forecaster_seeds": 1,
     "heads_epochs": 1, "heads_seeds": 1, "encoding_max_epochs": 1, "encoding_seeds": 1,
-    "context_train_stride": 32, "context_max_epochs": 1, "context_seeds": 1,
+    "context_train_stride": 32, "context_max_epochs": 2, "context_seeds": 1,   # warm-up + 1
     "efficient_train_stride": 16, "efficient_max_epochs": 1, "efficient_full_seeds": 1,
     "efficient_epochs": 1, "efficient_stride": 16,
     "stream_steps": 10,

@@ -46,11 +46,12 @@ def checklist(rows, *, title: str = "checks", width: int = WIDTH) -> None:
         print(f"  {claim:<{width - 2}} {holds}")
 
 
-def glue(name: str, value, *, display: bool = False):
+def glue(name: str, value, *, display: bool = False) -> None:
     """``myst_nb.glue(name, value, display=display)`` for the book's text, where myst-nb runs
     in a Jupyter kernel (the book's build); elsewhere (Colab without myst-nb, a script) it
     glues nothing. NumPy and one-element torch numbers are glued as Python numbers, whose
-    text a ``{glue:text}`name:.2f``` role can format. Returns the value glued."""
+    text a ``{glue:text}`name:.2f``` role can format (NumPy 2 writes ``np.float64(0.5)``,
+    which the role cannot)."""
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         value = value.item()
     elif hasattr(value, "item") and type(value).__module__ == "numpy":
@@ -59,10 +60,9 @@ def glue(name: str, value, *, display: bool = False):
         from IPython import get_ipython
         from myst_nb import glue as myst_glue
     except ImportError:
-        return value
+        return
     if get_ipython() is not None:
         myst_glue(name, value, display=display)
-    return value
 
 
 def table(headers, rows, *, formats=None) -> None:

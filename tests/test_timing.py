@@ -336,11 +336,26 @@ def test_sweep_table_prints_a_time_range_only_for_repeated_timings(capsys):
     assert "time ms (min-max)" in several[0] and "1.0 (0.9-1.2)" in several[1] and "(" not in several[2]
 
 
-def test_glue_outside_a_kernel_glues_nothing_and_returns_a_python_number():
+def test_glue_turns_numpy_and_torch_numbers_into_python_numbers(monkeypatch):
+    """myst-nb formats a glued value from its text/plain: NumPy 2 writes np.float64(0.25)."""
+    import sys
+    import types
+
     import numpy as np
     from labsupport.report import glue
-    assert glue("s0_demo", np.float64(0.25)) == 0.25 and type(glue("s0_demo", np.float64(0.25))) is float
-    assert type(glue("s0_demo", torch.tensor(3))) is int and glue("s0_demo", "ahead of") == "ahead of"
+    glued = {}
+    monkeypatch.setitem(sys.modules, "myst_nb", types.SimpleNamespace(
+        glue=lambda name, value, display: glued.update({name: value})))
+    monkeypatch.setattr("IPython.get_ipython", lambda: object())
+    glue("s0_a", np.float64(0.25)), glue("s0_b", torch.tensor(3)), glue("s0_c", "ahead of")
+    assert glued == {"s0_a": 0.25, "s0_b": 3, "s0_c": "ahead of"}
+    assert type(glued["s0_a"]) is float and type(glued["s0_b"]) is int
+    assert repr(glued["s0_a"]) == "0.25"
+
+
+def test_glue_outside_a_kernel_glues_nothing():
+    from labsupport.report import glue
+    assert glue("s0_demo", 0.5) is None
 
 
 def test_a_peak_of_another_dtype_is_refused():
