@@ -38,6 +38,8 @@ def patch_model(args, revin, **options):
     width = args.width
     sizes = dict(lookback=options.pop("lookback", LOOKBACK), horizon=HORIZON, d_model=width,
                  n_heads=4, n_layers=2, d_ff=2 * width)
+    if args.attn_dropout is not None:
+        options.setdefault("attn_dropout", args.attn_dropout)
     return PatchTransformer(**sizes, revin=revin, **options)
 
 
@@ -217,6 +219,9 @@ def main():
     parser.add_argument("--patience", type=int, default=3)
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--width", type=int, default=32)
+    parser.add_argument("--attn-dropout", type=float, default=None,
+                        help="dropout on attention weights (default: the model's dropout); 0 keeps "
+                             "the fused SDPA path on a CPU, about a third faster")
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--schedule", default="constant")
