@@ -23,9 +23,10 @@ from pathlib import Path
 
 import torch
 
+from .devices import pick_device
 from .profile import Profile, current
 from .provenance import RUN_KEY, summary
-from .timing import session_peak_bytes
+from .timing import attention_inputs, dtype_error, dtype_name, sdpa_backend_used, session_peak_bytes
 from .validation import check_instance
 
 WIDTH = 58
@@ -102,8 +103,6 @@ def precision_note(kernels, length: int, dtype, *, make_inputs=None, **kernel_kw
     ``make_inputs(L)``: float32 inputs on the sweep's device (default `attention_inputs`);
     ``kernel_kwargs`` (e.g. ``is_causal=True``) go to every kernel. Its lines depend on the
     device: print them in a cell whose output is not checked."""
-    from .attention import sdpa_backend_used
-    from .timing import attention_inputs, dtype_error, dtype_name
 
     make_inputs = make_inputs or attention_inputs
     q, k, v = (t.to(dtype) for t in make_inputs(length))
@@ -122,7 +121,7 @@ def machine_name(device=None) -> str:
     import os
     import platform
 
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = pick_device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return f"CPU, {os.cpu_count()} cores ({platform.machine()})"

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from labsupport import data
+from labsupport import data, positional
 from labsupport.data import (ChecksumError, Series, Standardizer, load_csv, load_vic_elec, make_windows,
-                             patchify, temporal_split)
+                             patchify, temporal_split, time_features)
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +141,6 @@ def test_series_validates_and_selects(vic):
 
 def test_book_task_windows_and_calendar(vic):
     from labsupport.data import book_task
-    from labsupport.positional import time_features
     task = book_task(train_stride=100, calendar=True)
     (x, time), y = task.test
     plain = book_task(train_stride=100)
@@ -154,3 +153,21 @@ def test_book_task_windows_and_calendar(vic):
     np.testing.assert_allclose(time[0].numpy(), expected, atol=1e-6)
     demand = task.scaler.inverse_transform(y[0].numpy(), channels=[0])[:, 0]
     np.testing.assert_allclose(demand, vic.column("demand_mw")[border: border + 24], rtol=1e-5)
+
+
+def test_time_features_ranges_and_periods():
+    stamps = np.arange(np.datetime64("2014-01-06T00:00"), np.datetime64("2014-02-06T00:00"),
+                       np.timedelta64(1, "h"))                          # 2014-01-06 is a Monday
+    f = time_features(stamps)
+    assert f.shape == (len(stamps), 6) and f.dtype == np.float32
+    assert np.abs(f).max() <= 1.0 + 1e-6
+    np.testing.assert_allclose(f[0, :4], [0, 1, 0, 1], atol=1e-6)      # midnight, Monday
+    np.testing.assert_allclose(f[24, :2], f[0, :2], atol=1e-5)        # hour repeats every 24 h
+    np.testing.assert_allclose(f[24 * 7, 2:4], f[0, 2:4], atol=1e-5)  # weekday every 7 days
+    assert not np.allclose(f[24, 2:4], f[0, 2:4])
+    np.testing.assert_allclose(np.hypot(f[:, 4], f[:, 5]), 1, atol=1e-6)
+    with_holiday = time_features(stamps[:3], holiday=[1, 0, 0])
+    assert with_holiday.shape == (3, 7) and with_holiday[:, 6].tolist() == [1, 0, 0]
+    with pytest.raises(ValueError, match=r"holiday must be \(T,\) = \(3,\), got \(2,\)"):
+        time_features(stamps[:3], holiday=[1, 0])
+    assert positional.time_features is time_features                   # its old home still has it

@@ -122,15 +122,15 @@ def test_no_L_by_L_tensor_is_ever_allocated(name):
 @pytest.fixture(params=[1, 700], ids=["one chunk per group", "several chunks per group"])
 def small_groups(request, monkeypatch):
     """Make tiny inputs run in several groups, as long sequences do (at least 2^17 scores each)."""
-    import labsupport.attention as attention
-    monkeypatch.setattr(attention, "_GROUP_SCORES", request.param)
+    import labsupport.attention.sparse as sparse
+    monkeypatch.setattr(sparse, "_GROUP_SCORES", request.param)
     return request.param
 
 
 @pytest.mark.parametrize("L,window,block_size", WINDOWS)
 @pytest.mark.parametrize("causal", [False, True])
 def test_local_in_groups_equals_naive_under_the_band_mask(small_groups, L, window, block_size, causal):
-    from labsupport.attention import _Band
+    from labsupport.attention.sparse import _Band
     q, k, v = qkv(L, dtype=torch.float64)
     band = _Band.of(L, window, causal, block_size, batch=6)
     if small_groups == 1:                                                   # really grouped

@@ -21,6 +21,7 @@ import torch
 
 from labsupport import attention as A
 from labsupport import data as D
+from labsupport import devices as Dv
 from labsupport import layers as Ly
 from labsupport import memory as M
 from labsupport import models as Mo
@@ -31,7 +32,7 @@ from labsupport import train as Tr
 from labsupport import validation as V
 
 MODULES = ["attention", "layers", "positional", "memory", "models", "data", "train", "timing", "plots",
-           "widgets", "profile", "report", "validation"]
+           "widgets", "profile", "report", "validation", "devices"]
 
 EXEMPT = {
     # records and exceptions: no behaviour to test
@@ -104,7 +105,6 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "attention.flash_attention": lambda: case(A.flash_attention, *qkv(5, 7), bias=t(5, 7), block_size=2),
     "attention.sdpa": lambda: case(A.sdpa, *qkv(5, 7), mask=torch.ones(7, dtype=torch.bool)),
     "attention.sdpa_backends": lambda: case(A.sdpa_backends, *qkv()),
-    "attention.sdpa_backend_used": lambda: case(A.sdpa_backend_used, *qkv()),
     "attention.band_mask": lambda: case(A.band_mask, 5, 1),
     "attention.longformer_mask": lambda: case(A.longformer_mask, 6, 1, [0, 3]),
     "attention.local_attention": lambda: case(A.local_attention, *qkv(), window=2, is_causal=True),
@@ -147,7 +147,7 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "positional.make_positional_encoding": lambda: case(P.make_positional_encoding, "sinusoidal", d_model=8,
                                                         max_len=5),
     "positional.make_attention_position": lambda: case(P.make_attention_position, "rope", n_heads=2, head_dim=4),
-    "positional.time_features": lambda: case(P.time_features, series().timestamps, np.zeros(60)),
+    "data.time_features": lambda: case(D.time_features, series().timestamps, np.zeros(60)),
     # memory
     "memory.memory_mask": lambda: case(M.memory_mask, 4, 3),
     "memory.CompressiveMemory": lambda: case(built(M.CompressiveMemory, 8, mem_len=4, cmem_len=2, rate=2).update,
@@ -187,12 +187,13 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "data.patchify": lambda: case(D.patchify, t(2, 20), patch_len=4, stride=3),
     "data.book_task": lambda: case(D.book_task, train_stride=500, eval_stride=500, calendar=True),
     # train
-    "train.pick_device": lambda: case(Tr.pick_device, "cpu"),
+    "devices.pick_device": lambda: case(Dv.pick_device, "cpu"),
     "train.fit": lambda: case(_fit_a_new_model, (t(40, 12, 1), t(40, 3, 1, seed=1)),
                               (t(10, 12, 1, seed=2), t(10, 3, 1, seed=3))),
     "train.predict": lambda: case(Tr.predict, _small_patch_model(), t(5, 12, 1), batch_size=2),
     "train.evaluate": lambda: case(Tr.evaluate, _small_patch_model(), (t(5, 12, 1), t(5, 3, 1, seed=1))),
     # timing
+    "timing.sdpa_backend_used": lambda: case(T.sdpa_backend_used, *qkv()),
     "timing.time_call": lambda: case(T.time_call, A.naive_attention, *qkv(), reps=2),
     "timing.cpu_peak_supported": lambda: case(T.cpu_peak_supported),
     "timing.peak_memory": lambda: case(T.peak_memory, A.naive_attention, *qkv()),
@@ -248,6 +249,7 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "validation.check_probability": lambda: case(V.check_probability, "p", 0.1),
     "validation.check_rank": lambda: case(V.check_rank, "x", t(2, 3), 2, "(B, C)"),
     "validation.check_nonnegative_int": lambda: case(V.check_nonnegative_int, "n", 0),
+    "validation.check_dropout": lambda: case(V.check_dropout, "dropout", 0.1),
     "validation.check_self_attention": lambda: case(V.check_self_attention, "local", *qkv()),
     "validation.check_no_mask": lambda: case(V.check_no_mask, "linear", None, "why"),
     "validation.check_shape": lambda: case(V.check_shape, "x", t(2, 3), (2, 3), "(B, C)"),
@@ -337,13 +339,20 @@ def _closing(figure_fn):
     return call
 
 
+def defined_in(obj, mod) -> bool:
+    """``obj`` is defined in module ``mod``, or for a package (`labsupport.attention`) in one
+    of its modules: a name each module re-exports from elsewhere is counted where it lives."""
+    return obj.__module__ == mod.__name__ or (hasattr(mod, "__path__")
+                                               and obj.__module__.startswith(mod.__name__ + "."))
+
+
 def public_names():
     names = []
     for m in MODULES:
         mod = importlib.import_module(f"labsupport.{m}")
         names += [f"{m}.{n}" for n, obj in vars(mod).items()
                   if not n.startswith("_") and (inspect.isfunction(obj) or inspect.isclass(obj))
-                  and obj.__module__ == mod.__name__]
+                  and defined_in(obj, mod)]
     return names
 
 

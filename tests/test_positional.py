@@ -11,7 +11,7 @@ from labsupport.models import PatchTransformer
 from labsupport.positional import (KINDS, ALiBi, LearnedPositionalEncoding, RelativePositionBias,
                                    RotaryEmbedding, Time2Vec, XLRelativePosition, alibi_bias,
                                    alibi_slopes, interleave_halves, relative_position_bucket,
-                                   sinusoidal_encoding, time_features)
+                                   sinusoidal_encoding)
 
 
 def test_sinusoidal_matches_its_formula():
@@ -134,23 +134,6 @@ def test_learned_encoding_stops_at_max_len():
         enc(torch.zeros(2, 12, 4))
     with pytest.raises(ValueError, match="cannot take arbitrary positions"):
         enc(torch.zeros(1, 3, 4), torch.arange(3))
-
-
-def test_time_features_ranges_and_periods():
-    stamps = np.arange(np.datetime64("2014-01-06T00:00"), np.datetime64("2014-02-06T00:00"),
-                       np.timedelta64(1, "h"))                          # 2014-01-06 is a Monday
-    f = time_features(stamps)
-    assert f.shape == (len(stamps), 6) and f.dtype == np.float32
-    assert np.abs(f).max() <= 1.0 + 1e-6
-    np.testing.assert_allclose(f[0, :4], [0, 1, 0, 1], atol=1e-6)      # midnight, Monday
-    np.testing.assert_allclose(f[24, :2], f[0, :2], atol=1e-5)        # hour repeats every 24 h
-    np.testing.assert_allclose(f[24 * 7, 2:4], f[0, 2:4], atol=1e-5)  # weekday every 7 days
-    assert not np.allclose(f[24, 2:4], f[0, 2:4])
-    np.testing.assert_allclose(np.hypot(f[:, 4], f[:, 5]), 1, atol=1e-6)
-    with_holiday = time_features(stamps[:3], holiday=[1, 0, 0])
-    assert with_holiday.shape == (3, 7) and with_holiday[:, 6].tolist() == [1, 0, 0]
-    with pytest.raises(ValueError, match=r"holiday must be \(T,\)"):
-        time_features(stamps[:3], holiday=[1, 0])
 
 
 def test_time2vec_has_a_linear_and_periodic_part():
