@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+from helpers import qkv
 from labsupport.attention import (KERNELS, flash_attention, linear_attention, local_attention,
                                   longformer_attention, naive_attention, performer_attention, sdpa)
 from labsupport.data import (Series, Standardizer, load_csv, load_vic_elec, make_windows, patchify,
@@ -137,26 +138,20 @@ def test_standardizer_refuses_nan_or_inf_in_its_training_data():
 
 # --- item 10: cryptic errors, now named -------------------------------------------------
 
-def qkv(L, S=None, D=4):
-    g = torch.Generator().manual_seed(L)
-    S = L if S is None else S
-    return tuple(torch.randn(1, 2, n, D, generator=g) for n in (L, S, S))
-
-
 @pytest.mark.parametrize("name", sorted(KERNELS))
 @pytest.mark.parametrize("causal", [False, True])
 def test_an_empty_sequence_gives_an_empty_output(name, causal):
     q, k, v = qkv(0)
     kernel = KERNELS[name] if name != "longformer" else (
         lambda q, k, v, **kw: longformer_attention(q, k, v, window=2, global_tokens=[], **kw))
-    assert kernel(q, k, v, is_causal=causal).shape == (1, 2, 0, 4)
+    assert kernel(q, k, v, is_causal=causal).shape == (2, 3, 0, 6)
 
 
 @pytest.mark.parametrize("kernel", [naive_attention, sdpa, linear_attention,
                                     lambda q, k, v: performer_attention(q, k, v, num_features=4, generator=0)])
 def test_no_keys_give_zeros_as_in_sdpa(kernel):
     out = kernel(*qkv(3, 0))
-    assert out.shape == (1, 2, 3, 4) and out.abs().max() == 0
+    assert out.shape == (2, 3, 3, 6) and out.abs().max() == 0
 
 
 def test_run_segments_names_an_empty_series():

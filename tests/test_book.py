@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import toc_files
+from helpers import toc_files
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -44,7 +44,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
-from conftest import toc_files
+from helpers import toc_files
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKER = Path(__file__).with_name("browser_check.js")

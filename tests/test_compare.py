@@ -1,5 +1,3 @@
-import doctest
-
 import matplotlib
 import pytest
 import torch
@@ -302,10 +300,6 @@ def test_calendar_inputs_reach_the_models_and_the_baselines_read_the_window():
     plain = compare(task, {"R": Trainable(dlinear, seeds=1)}, revin=True, progress=False, **FIT)
     assert result.mean("R") == pytest.approx(plain.mean("R"), rel=1e-6)
     assert result.mean(RIDGE) == pytest.approx(plain.mean(RIDGE), rel=1e-9)
-
-
-def test_documented_examples_run():
-    assert doctest.testmod(compare_module, raise_on_error=True).failed == 0
 
 
 def test_record_is_frozen():

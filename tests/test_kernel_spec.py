@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import tol
+from helpers import tol
 from labsupport import attention
 from labsupport.attention import (KERNELS, KernelSpec, LinformerAttention, attention_kernel, band_mask,
                                   kernel_spec, linear_attention, local_attention, longformer_mask,

@@ -5,7 +5,7 @@ from labsupport.layers import MultiHeadAttention
 from labsupport.memory import (CompressiveMemory, MemoryState, SegmentRecurrentEncoder,
                                attention_reconstruction_loss, memory_mask, run_segments)
 
-from conftest import tol
+from helpers import tol
 
 D, H, B = 8, 2, 2
 

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 
+import helpers
 from labsupport import attention as A
 from labsupport import data as D
 from labsupport import devices as Dv
@@ -57,9 +58,9 @@ def t(*shape, seed=0):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
-def qkv(L=6, S=None, D=4):
-    S = L if S is None else S
-    return t(1, 2, L, D, seed=1), t(1, 2, S, D, seed=2), t(1, 2, S, D, seed=3)
+def qkv(L=6, S=None):
+    """Small inputs: one sequence, two heads of 4 (the sizes of the position modules below)."""
+    return helpers.qkv(L, S, B=1, H=2, D=4, Dv=4)
 
 
 def built(cls, *args, **kwargs):
@@ -291,10 +292,9 @@ def _tmp():
 
 
 def _ett_root():
-    from test_ett import write
     root = _tmp() / "ett"
     root.mkdir(exist_ok=True)
-    write(root)
+    helpers.write_ett(root)
     return root
 
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import tol
-from labsupport.attention import naive_attention, sdpa
+from helpers import tol
+from labsupport.attention import KERNELS, causal_mask, kernel_spec, sdpa
 from labsupport.layers import MultiHeadAttention
 from labsupport.models import PatchTransformer
 from labsupport.positional import (KINDS, ALiBi, LearnedPositionalEncoding, RelativePositionBias,
@@ -58,21 +58,36 @@ def test_rope_keeps_norms_and_scores_depend_only_on_the_offset():
         rope(torch.randn(2, 4, 6))
 
 
+# Every kernel that computes softmax attention exactly and takes a score bias: naive, sdpa, flash.
+EXACT = [name for name in KERNELS if kernel_spec(name).exact and kernel_spec(name).bias]
+
+
+@pytest.mark.parametrize("kernel", EXACT)
 @pytest.mark.parametrize("position", ["rope", "alibi", "relative", "xl"])
-def test_every_in_attention_encoding_gives_the_same_result_with_every_exact_kernel(position):
-    def build(kernel):
-        torch.manual_seed(0)
-        pos = {"rope": lambda: RotaryEmbedding(4), "alibi": lambda: ALiBi(4),
-               "relative": lambda: RelativePositionBias(4), "xl": lambda: XLRelativePosition(4, 4)}[position]()
-        if position == "xl":
-            torch.nn.init.normal_(pos.u)
-            torch.nn.init.normal_(pos.v)
-        return MultiHeadAttention(16, 4, kernel=kernel, position=pos).eval()
-    x = torch.randn(2, 9, 16)
-    ours = build("naive")(x, is_causal=True)
-    torch.testing.assert_close(build("sdpa")(x, is_causal=True), ours, atol=1e-5, rtol=1e-5)
-    out, weights = build("sdpa")(x, is_causal=True, return_weights=True)
-    torch.testing.assert_close(out, ours, atol=1e-5, rtol=1e-5)
+def test_every_in_attention_encoding_is_its_formula_with_every_exact_kernel(position, kernel):
+    """Output and weights against attention written out in float64: the position module's
+    rotation and bias, a causal softmax with `helpers.reference`'s einsum, the projections."""
+    torch.manual_seed(0)
+    pos = {"rope": lambda: RotaryEmbedding(4), "alibi": lambda: ALiBi(4),
+           "relative": lambda: RelativePositionBias(4), "xl": lambda: XLRelativePosition(4, 4)}[position]()
+    if position == "xl":
+        torch.nn.init.normal_(pos.u)
+        torch.nn.init.normal_(pos.v)
+    mha = MultiHeadAttention(16, 4, kernel=kernel, position=pos).double().eval()
+    x = torch.randn(2, 9, 16, dtype=torch.float64)
+    at = torch.arange(9)
+    q, k, v = (mha.split_heads(proj(x)) for proj in (mha.q_proj, mha.k_proj, mha.v_proj))  # (B, H, L, hd)
+    q, k = pos.rotate(q, k, at, at)
+    scores = torch.einsum("bhld,bhsd->bhls", q, k) / 4 ** 0.5                             # (B, H, L, S)
+    bias = pos.bias(q, k, at, at)
+    scores = scores if bias is None else scores + bias
+    weights = scores.masked_fill(~causal_mask(9), float("-inf")).softmax(-1)
+    expected = mha.out_proj(mha.merge_heads(weights @ v))                                 # (B, L, d_model)
+    assert (bias is not None) == pos.needs_bias
+    torch.testing.assert_close(mha(x, is_causal=True), expected, **tol(torch.float64))
+    out, got = mha(x, is_causal=True, return_weights=True)
+    torch.testing.assert_close(out, expected, **tol(torch.float64))
+    torch.testing.assert_close(got, weights, **tol(torch.float64))
 
 
 def test_a_bias_needs_a_kernel_that_takes_one():

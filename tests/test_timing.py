@@ -1,4 +1,3 @@
-import doctest
 import math
 import time
 
@@ -11,10 +10,6 @@ from labsupport.timing import (cpu_peak_supported, fit_power_law, format_bytes, 
 
 exact_cpu_peak = pytest.mark.skipif(not cpu_peak_supported(),
                                     reason="this torch's profiler reports no CPU memory events")
-
-
-def test_timing_docstring_examples_run():
-    assert doctest.testmod(timing, raise_on_error=True).attempted >= 6
 
 
 @exact_cpu_peak
@@ -111,13 +106,6 @@ def test_time_call_on_a_known_sleep():
     assert 0.02 <= t.min <= t.median <= t.max < 0.5 and len(t.times) == 3
     with pytest.raises(ValueError, match="reps must be >= 1"):
         time_call(time.sleep, 0, reps=0)
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_time_call_on_cuda_uses_events():
-    x = torch.randn(2048, 2048, device="cuda")
-    t = time_call(torch.mm, x, x, reps=3)
-    assert 0 < t.min <= t.median <= t.max
 
 
 def test_fit_power_law_recovers_exponent_with_noise():

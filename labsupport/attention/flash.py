@@ -44,6 +44,7 @@ def flash_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=Non
     where a half-precision sum would stop growing (bfloat16 holds 8 significant bits).
     Shapes: q (..., L, D), k (..., S, D), v (..., S, Dv) -> (..., L, Dv).
 
+    >>> from labsupport.attention import naive_attention
     >>> q = k = v = torch.randn(1, 2, 5, 4)
     >>> torch.allclose(flash_attention(q, k, v, block_size=2), naive_attention(q, k, v), atol=1e-6)
     True
