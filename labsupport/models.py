@@ -18,7 +18,8 @@ from .positional import make_attention_position, make_positional_encoding
 from .validation import check_dropout, check_positive_int, check_rank
 
 __all__ = ["check_window", "GRUForecaster", "CausalConv1d", "TemporalBlock", "TCNForecaster",
-           "MovingAverage", "LinearForecaster", "RidgeForecaster", "seasonal_naive", "InstanceNorm", "PatchTransformer"]
+           "MovingAverage", "LinearForecaster", "RidgeForecaster", "seasonal_naive", "InstanceNorm",
+           "PatchTransformer"]
 
 
 def check_window(x, lookback: int, channels: int, name: str = "x") -> None:

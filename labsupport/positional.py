@@ -24,14 +24,12 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 from torch import nn
 
 from .attention import causal_mask
 from .data import time_features  # noqa: F401  (re-exported: its old home)
 from .validation import check_positive_int
-
 
 # --- additive encodings ------------------------------------------------------------
 

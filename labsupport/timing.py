@@ -578,7 +578,7 @@ def sdpa_backend_used(q, k, v, *, is_causal=False) -> str:
     """
     from torch.profiler import ProfilerActivity, profile
 
-    from .attention import sdpa               # here: labsupport.attention re-exports this function
+    from .attention import sdpa  # here: labsupport.attention re-exports this function
 
     activities = [ProfilerActivity.CPU]
     if q.is_cuda:

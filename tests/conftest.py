@@ -1,7 +1,36 @@
+"""Fixtures for every test module; plain helper functions are in helpers.py."""
 import pytest
 import torch
+
+from helpers import ROOT, build_book
+
+NOTEBOOK_12_1 = "chapters/12_1_self_attention.ipynb"
+DRY_RUN = "tests/test_gpu_check.py::test_dry_run"
 
 
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(scope="session")
+def book_html(tmp_path_factory):
+    """The HTML book built once per session, with warnings as errors (-W -n), from the
+    committed outputs (nbval re-executes the notebooks; the build does not): shared by
+    tests/test_book.py and tests/test_browser.py, which must not change it (the browser
+    test works on a copy)."""
+    return build_book(ROOT, tmp_path_factory.mktemp("book"), "-W", "-n", "--keep-going")
+
+
+@pytest.hookimpl(trylast=True)                 # after -k and -m have deselected what they do
+def pytest_collection_modifyitems(config, items):
+    """12.1 is executed once per run, not twice: when the gpu_check dry run is selected
+    (tests/test_gpu_check.py), it is the nbval run of 12.1 (the same pyproject options and
+    sanitizer, profile cpu, plus the report and an HTML build), so the plain nbval items of
+    12.1 are deselected; they run whenever the dry run does not."""
+    if not any(item.nodeid.startswith(DRY_RUN) for item in items):
+        return
+    twice = [item for item in items if item.nodeid.startswith(NOTEBOOK_12_1 + "::")]
+    if twice:
+        config.hook.pytest_deselected(items=twice)
+        items[:] = [item for item in items if item.nodeid not in {i.nodeid for i in twice}]

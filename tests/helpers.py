@@ -4,6 +4,8 @@ functions, imported by name (``from helpers import qkv, tol``)."""
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -53,6 +55,40 @@ def toc_files() -> list[str]:
         files.append(entry["file"])
         files.extend(section["file"] for section in entry.get("sections", []))
     return files
+
+
+# --- the HTML book -----------------------------------------------------------------------------
+
+BROWSER_ASSETS = "browser-test"  # under _static/ of a test build only (the theme owns _static/vendor)
+
+
+def local_assets_config(config: dict) -> dict:
+    """``config`` (a _config.yml) with execution off and MathJax and the widget JavaScript
+    pointed at local copies under ``_static/browser-test/``, which tests/test_browser.py
+    copies into its build (tools/fetch_web_assets.py); the build itself needs none of them."""
+    config.setdefault("execute", {})["execute_notebooks"] = "off"
+    sphinx_config = config.setdefault("sphinx", {}).setdefault("config", {})
+    # Relative paths are relative to _static/ (Sphinx's mathjax_path and add_js_file).
+    sphinx_config["mathjax_path"] = f"{BROWSER_ASSETS}/mathjax/es5/tex-mml-chtml.js"
+    sphinx_config["nb_ipywidgets_js"] = {  # order matters: require.js first, as in myst-nb's default
+        f"{BROWSER_ASSETS}/requirejs/require.js": {},
+        f"{BROWSER_ASSETS}/html-manager/dist/embed-amd.js": {},
+    }
+    return config
+
+
+def build_book(source: Path, out: Path, *options: str) -> Path:
+    """Build the book in ``source`` into ``out`` from its committed outputs, with
+    `local_assets_config`; return the HTML folder. ``options``: e.g. "-W", "-n"."""
+    config = local_assets_config(yaml.safe_load((source / "_config.yml").read_text()))
+    config_path = out / "_config.yml"
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))  # keeps require.js first
+    jb = Path(sys.executable).with_name("jupyter-book")
+    result = subprocess.run(
+        [str(jb), "build", str(source), "--config", str(config_path), "--path-output", str(out),
+         "--all", *options], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return out / "_build" / "html"
 
 
 # --- ETT-small files, generated offline -----------------------------------------------------

@@ -4,10 +4,21 @@ import pytest
 import torch
 
 from helpers import qkv, reference, tol
-from labsupport.attention import (KERNELS, causal_mask, flash_attention, get_kernel, kernel_spec, linear_attention,
-                                  linear_attention_recurrent, local_attention, longformer_attention,
-                                  naive_attention, performer_attention, sdpa, sdpa_backends)
-
+from labsupport.attention import (
+    KERNELS,
+    causal_mask,
+    flash_attention,
+    get_kernel,
+    kernel_spec,
+    linear_attention,
+    linear_attention_recurrent,
+    local_attention,
+    longformer_attention,
+    naive_attention,
+    performer_attention,
+    sdpa,
+    sdpa_backends,
+)
 
 SHAPES = [(7, 7), (5, 11), (1, 1), (1, 9), (33, 20)]
 
@@ -49,7 +60,8 @@ def test_gradients_match_reference(kernel):
 
 # Every causal kernel, by its registered defaults, and in forms whose blocks, chunks, windows
 # and global tokens fall inside the 14 steps used below (the recurrent form too).
-CAUSAL = {name: partial(kernel, is_causal=True) for name, kernel in KERNELS.items() if kernel_spec(name).causal}
+CAUSAL = {name: partial(kernel, is_causal=True) for name, kernel in KERNELS.items()
+          if kernel_spec(name).causal}
 CAUSAL.update({
     "flash in blocks of 4": partial(flash_attention, block_size=4, is_causal=True),
     "local, window 3 in chunks of 4": partial(local_attention, window=3, block_size=4, is_causal=True),
@@ -72,7 +84,7 @@ def test_changing_the_future_leaves_the_past_unchanged(name, t):
         x[..., t + 1:, :] = torch.randn_like(x[..., t + 1:, :])
     out2 = CAUSAL[name](q2, k2, v2)
     torch.testing.assert_close(out2[..., : t + 1, :], out[..., : t + 1, :])
-    assert not torch.allclose(out2[..., t + 1:, :], out[..., t + 1:, :])      # the future does reach later steps
+    assert not torch.allclose(out2[..., t + 1:, :], out[..., t + 1:, :])      # the future reaches later steps
 
 
 def test_weights_are_a_causal_distribution():

@@ -425,6 +425,7 @@ def test_an_in_place_mistake_names_the_mistake_and_the_edit():
 
 def draws_random_numbers(answer):
     import random
+
     import numpy as np
 
     def fn(*args):
@@ -436,6 +437,7 @@ def draws_random_numbers(answer):
 @pytest.mark.parametrize("name", sorted(RIGHT))
 def test_a_check_leaves_every_global_generator_as_it_found_it(name):
     import random
+
     import numpy as np
     torch.manual_seed(123), np.random.seed(123), random.seed(123)
     expected = torch.rand(2), np.random.rand(2), random.random()
@@ -459,6 +461,7 @@ def test_something_else_than_a_function_is_named(name):
 @pytest.mark.parametrize("name", sorted(RIGHT))
 def test_a_function_that_hangs_is_stopped_with_a_hint(name, monkeypatch):
     import time
+
     from labsupport.checks import core
     monkeypatch.setattr(core, "TIME_LIMIT_S", 0.2)
     start = time.monotonic()
@@ -469,6 +472,7 @@ def test_a_function_that_hangs_is_stopped_with_a_hint(name, monkeypatch):
 def test_the_time_limit_gives_an_outer_timer_back():
     import signal
     import time
+
     from labsupport.checks import core
     fired = []
     previous = signal.signal(signal.SIGALRM, lambda *a: fired.append(True))
@@ -549,7 +553,7 @@ def test_blocked_local_attention_does_not_count_the_checks_copies():
 
 
 def test_predicted_peak_names_the_usual_mistakes():
-    B, H, L, d = 2, 4, 1024, 64
+    B, H, L = 2, 4, 1024
     one = B * H * L * L * 4
     expect(checks.predicted_peak(lambda: 2 * one), True, "within 5% of the measured peak")
     expect(checks.predicted_peak(lambda: one), False, "naive attention holds two at once")

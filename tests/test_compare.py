@@ -3,8 +3,17 @@ import pytest
 import torch
 
 import labsupport.compare as compare_module
-from labsupport.compare import (NAIVE, RIDGE, Comparison, Entry, Trainable, TrainingRecord, compare,
-                                training_record, warmup_cosine)
+from labsupport.compare import (
+    NAIVE,
+    RIDGE,
+    Comparison,
+    Entry,
+    Trainable,
+    TrainingRecord,
+    compare,
+    training_record,
+    warmup_cosine,
+)
 from labsupport.data import ForecastTask, Standardizer
 from labsupport.models import GRUForecaster, LinearForecaster, RidgeForecaster, seasonal_naive
 from labsupport.train import History, Metrics, evaluate
@@ -237,7 +246,8 @@ def test_rows_carry_the_numbers_of_the_table(result):
 
 def test_glue_gives_each_name_its_mean(result, monkeypatch):
     glued = []
-    monkeypatch.setattr("myst_nb.glue", lambda name, value, display=True: glued.append((name, value, display)))
+    monkeypatch.setattr("myst_nb.glue",
+                        lambda name, value, display=True: glued.append((name, value, display)))
     values = result.glue({"DLinear": "lab_mse_dlinear", RIDGE: "lab_mse_ridge"})
     assert glued == [("lab_mse_dlinear", result.mean("DLinear"), False),
                      ("lab_mse_ridge", result.mean(RIDGE), False)]
@@ -272,11 +282,13 @@ def test_bad_setups_are_refused_saying_what_to_do():
         compare(task, {}, revin=True, naive_period=336)
     with pytest.raises(TypeError, match=r"task must be a labsupport.data.ForecastTask .*got tuple"):
         compare((task.train, task.val), {}, revin=True)
-    with pytest.raises(ValueError, match=r"seeds must be a count >= 1 or a list of distinct ints, got \[1, 1\]"):
+    with pytest.raises(ValueError,
+                       match=r"seeds must be a count >= 1 or a list of distinct ints, got \[1, 1\]"):
         Trainable(dlinear, seeds=[1, 1])
     with pytest.raises(ValueError, match=r"seeds must be a count >= 1 or a list of ints, got 0"):
         compare(task, {}, revin=True, seeds=0)
-    with pytest.raises(TypeError, match=r"build must be a callable build\(revin=bool\) -> nn.Module, got int"):
+    with pytest.raises(TypeError,
+                       match=r"build must be a callable build\(revin=bool\) -> nn.Module, got int"):
         Trainable(3)
     with pytest.raises(TypeError, match=r"M: build\(revin=\.\.\.\) must return an nn.Module, got str"):
         compare(task, {"M": Trainable(lambda revin: "model")}, revin=True, progress=False, **FIT)
@@ -284,7 +296,8 @@ def test_bad_setups_are_refused_saying_what_to_do():
 
 def test_calendar_inputs_reach_the_models_and_the_baselines_read_the_window():
     task = small_task()
-    with_time = [((x, torch.zeros(len(x), LOOKBACK + HORIZON, 2)), y) for x, y in (task.train, task.val, task.test)]
+    with_time = [((x, torch.zeros(len(x), LOOKBACK + HORIZON, 2)), y)
+                 for x, y in (task.train, task.val, task.test)]
     calendar = ForecastTask(*with_time, task.scaler, task.columns, LOOKBACK, HORIZON)
 
     class Reader(torch.nn.Module):                  # uses the window only, takes the time too

@@ -5,8 +5,17 @@ import pytest
 import torch
 
 from labsupport import data, positional
-from labsupport.data import (ChecksumError, Series, Standardizer, load_csv, load_vic_elec, make_windows,
-                             patchify, temporal_split, time_features)
+from labsupport.data import (
+    ChecksumError,
+    Series,
+    Standardizer,
+    load_csv,
+    load_vic_elec,
+    make_windows,
+    patchify,
+    temporal_split,
+    time_features,
+)
 
 
 @pytest.fixture(scope="module")
@@ -101,9 +110,11 @@ def test_load_csv_reads_a_small_file(tmp_path):
 
 
 @pytest.mark.parametrize("text,message", [
-    ("time,a\n2020-01-01T00:00,1\n2020-01-01T01:00,x\n", r"tiny.csv line 3: column 'a' holds 'x', not a number"),
+    ("time,a\n2020-01-01T00:00,1\n2020-01-01T01:00,x\n",
+     r"tiny.csv line 3: column 'a' holds 'x', not a number"),
     ("time,a\n2020-01-01T00:00,1,7\n", r"line 2: 3 fields, expected 2"),
-    ("time,a\n2020-01-01T00:00,1\n2020-01-01T00:00,2\n", r"line 3: time 2020-01-01T00:00 does not come after"),
+    ("time,a\n2020-01-01T00:00,1\n2020-01-01T00:00,2\n",
+     r"line 3: time 2020-01-01T00:00 does not come after"),
     ("time,a\nyesterday,1\n", r"line 2: cannot read time 'yesterday'"),
     ("time,a\n2020-01-01T00:00,nan\n", r"line 2: column 'a' holds 'nan', not a finite number"),
     ("when,a\n2020-01-01T00:00,1\n", r"line 1: header \['when', 'a'\] has no time column 'time'"),
@@ -149,7 +160,8 @@ def test_book_task_windows_and_calendar(vic):
     assert x.shape == (183, 336, 1) and time.shape == (183, 360, 7) and y.shape == (183, 24, 1)
     # the first test target is 2014-07-01 00:00; its calendar row is the window's row 336
     border = int(np.searchsorted(vic.timestamps, np.datetime64("2014-07-01T00:00")))
-    expected = time_features(vic.timestamps[border - 336: border + 24], vic.column("holiday")[border - 336: border + 24])
+    hours = slice(border - 336, border + 24)
+    expected = time_features(vic.timestamps[hours], vic.column("holiday")[hours])
     np.testing.assert_allclose(time[0].numpy(), expected, atol=1e-6)
     demand = task.scaler.inverse_transform(y[0].numpy(), channels=[0])[:, 0]
     np.testing.assert_allclose(demand, vic.column("demand_mw")[border: border + 24], rtol=1e-5)

@@ -31,7 +31,7 @@ def test_every_documented_example_runs(name):
     found, failures, report = run_examples(module)
     assert failures == 0, report
     written = len(PROMPT.findall(open(module.__file__, encoding="utf-8").read()))
-    assert found == written, f"{name}: {written} '>>>' lines in the source, but doctest found {found} examples"
+    assert found == written, f"{name}: {written} '>>>' lines in the source, doctest found {found} examples"
 
 
 def test_the_runner_reports_a_wrong_example():

@@ -4,10 +4,22 @@ import torch
 import torch.nn.functional as F
 
 from helpers import qkv, tol
-from labsupport.attention import (KERNELS, LinearAttentionState, LinformerAttention, band_mask, causal_mask,
-                                  favor_features, linear_attention, linear_attention_recurrent,
-                                  local_attention, longformer_attention, longformer_mask, naive_attention,
-                                  orthogonal_random_features, performer_attention)
+from labsupport.attention import (
+    KERNELS,
+    LinearAttentionState,
+    LinformerAttention,
+    band_mask,
+    causal_mask,
+    favor_features,
+    linear_attention,
+    linear_attention_recurrent,
+    local_attention,
+    longformer_attention,
+    longformer_mask,
+    naive_attention,
+    orthogonal_random_features,
+    performer_attention,
+)
 from labsupport.layers import MultiHeadAttention
 from labsupport.positional import ALiBi, RotaryEmbedding
 from labsupport.timing import LargestTensor

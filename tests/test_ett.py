@@ -1,16 +1,15 @@
 """load_ett, offline: generated files in the exact ETT-small format stand in for the real ones."""
-import hashlib
 import io
 import urllib.error
 import urllib.request
-from functools import lru_cache
 
 import numpy as np
 import pytest
 
-from labsupport import data
 from helpers import ETT_EXTRA, ETT_HEADER, ett_bytes, sha, write_ett
+from labsupport import data
 from labsupport.data import ChecksumError, ett_borders, load_csv, load_ett
+
 
 def test_generated_file_has_the_ett_format():
     lines = ett_bytes("ETTh1").decode().splitlines()
@@ -20,7 +19,8 @@ def test_generated_file_has_the_ett_format():
 @pytest.mark.parametrize("name,scale,last", [("ETTh1", 1, "23:00"), ("ETTm2", 4, "23:45")])
 def test_split_borders_and_lengths(tmp_path, name, scale, last):
     ett = load_ett(name, tmp_path, sha256=sha(write_ett(tmp_path, name)))
-    assert len(ett.series) == 14_400 * scale + ETT_EXTRA and ett.series.columns == tuple(ETT_HEADER.split(",")[1:])
+    assert len(ett.series) == 14_400 * scale + ETT_EXTRA
+    assert ett.series.columns == tuple(ETT_HEADER.split(",")[1:])
     assert [len(ett.train), len(ett.val), len(ett.test)] == [8640 * scale, 2880 * scale, 2880 * scale]
     spans = [(str(p.timestamps[0]), str(p.timestamps[-1])) for p in (ett.train, ett.val, ett.test)]
     assert spans == [("2016-07-01T00:00", f"2017-06-25T{last}"),
@@ -83,7 +83,8 @@ def test_truncated_file_is_detected(tmp_path):
 
 def test_wrong_step_is_detected(tmp_path):
     write_ett(tmp_path, "ETTh2", ett_bytes("ETTm1"))                         # 15-minute rows, hourly name
-    with pytest.raises(ValueError, match="ETTh2.csv line 3: time 2016-07-01T00:15 follows .* every 60 minutes"):
+    with pytest.raises(ValueError,
+                       match="ETTh2.csv line 3: time 2016-07-01T00:15 follows .* every 60 minutes"):
         load_ett("ETTh2", tmp_path, sha256=None)
 
 

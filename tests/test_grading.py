@@ -26,10 +26,11 @@ import pytest
 from labsupport.checks import NOT_ANSWERED
 from wrong_answers import WRONG_ANSWERS, missing, signature
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-from make_assignments import (exercises, graded_cells, is_graded, nbgrader,  # noqa: E402
-                              source_version, write_course)
+from make_assignments import exercises, graded_cells, is_graded, nbgrader, source_version, write_course  # noqa: E402
 from make_student import BEGIN, END, STUB  # noqa: E402
 
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
@@ -177,7 +178,7 @@ def test_every_exercise_is_one_graded_cell_that_students_see_unchanged(path, cou
         cells = graded_cells(nb)
         assert len(cells) == len(found), f"{len(cells)} graded cells for {len(found)} exercises"
         assert all(cell.metadata.nbgrader.points > 0 and cell.metadata.nbgrader.locked for cell in cells)
-    for (_, check_at, check), cell in zip(found, graded_cells(release)):
+    for (_, check_at, _), cell in zip(found, graded_cells(release)):
         assert cell.source == book.cells[check_at].source, "the student sees the book's self-check"
     for (_, _, check), cell in zip(found, graded_cells(source)):
         hidden = re.search(r"### BEGIN HIDDEN TESTS\n(.*)### END HIDDEN TESTS", cell.source, re.S)

@@ -1,11 +1,16 @@
 import pytest
 import torch
 
-from labsupport.layers import MultiHeadAttention
-from labsupport.memory import (CompressiveMemory, MemoryState, SegmentRecurrentEncoder,
-                               attention_reconstruction_loss, memory_mask, run_segments)
-
 from helpers import tol
+from labsupport.layers import MultiHeadAttention
+from labsupport.memory import (
+    CompressiveMemory,
+    MemoryState,
+    SegmentRecurrentEncoder,
+    attention_reconstruction_loss,
+    memory_mask,
+    run_segments,
+)
 
 D, H, B = 8, 2, 2
 

@@ -6,9 +6,18 @@ import torch.nn.functional as F
 
 from helpers import tol
 from labsupport.data import patchify
-from labsupport.models import (CausalConv1d, GRUForecaster, LinearForecaster, MovingAverage,
-                               PatchTransformer, RidgeForecaster, TCNForecaster, TemporalBlock,
-                               check_window, seasonal_naive)
+from labsupport.models import (
+    CausalConv1d,
+    GRUForecaster,
+    LinearForecaster,
+    MovingAverage,
+    PatchTransformer,
+    RidgeForecaster,
+    TCNForecaster,
+    TemporalBlock,
+    check_window,
+    seasonal_naive,
+)
 
 LOOKBACK, HORIZON = 48, 12
 # PatchTST's backbone as published: bidirectional post-norm encoder with BatchNorm over the tokens,
@@ -77,9 +86,11 @@ def test_overfits_a_tiny_batch(name):
     assert loss.item() < start / 100, f"{name}: loss {loss.item():.4f} from {start:.4f}"
 
 
-@pytest.mark.parametrize("cls", [GRUForecaster, TCNForecaster, LinearForecaster, PatchTransformer, RidgeForecaster])
+@pytest.mark.parametrize("cls", [GRUForecaster, TCNForecaster, LinearForecaster, PatchTransformer,
+                                 RidgeForecaster])
 def test_forecasters_take_keyword_arguments_only(cls):
-    with pytest.raises(TypeError, match=rf"{cls.__name__}.__init__\(\) takes 1 positional argument but 3 were given"):
+    with pytest.raises(TypeError,
+                       match=rf"{cls.__name__}.__init__\(\) takes 1 positional argument but 3 were given"):
         cls(LOOKBACK, HORIZON)
     assert cls(lookback=LOOKBACK, horizon=HORIZON).horizon == HORIZON
 

@@ -8,10 +8,20 @@ from helpers import tol
 from labsupport.attention import KERNELS, causal_mask, kernel_spec, sdpa
 from labsupport.layers import MultiHeadAttention
 from labsupport.models import PatchTransformer
-from labsupport.positional import (KINDS, ALiBi, LearnedPositionalEncoding, RelativePositionBias,
-                                   RotaryEmbedding, Time2Vec, XLRelativePosition, alibi_bias,
-                                   alibi_slopes, interleave_halves, relative_position_bucket,
-                                   sinusoidal_encoding)
+from labsupport.positional import (
+    KINDS,
+    ALiBi,
+    LearnedPositionalEncoding,
+    RelativePositionBias,
+    RotaryEmbedding,
+    Time2Vec,
+    XLRelativePosition,
+    alibi_bias,
+    alibi_slopes,
+    interleave_halves,
+    relative_position_bucket,
+    sinusoidal_encoding,
+)
 
 
 def test_sinusoidal_matches_its_formula():
@@ -39,7 +49,7 @@ def test_sinusoidal_shift_is_one_linear_map_for_every_position():
 def test_rope_keeps_norms_and_scores_depend_only_on_the_offset():
     rope = RotaryEmbedding(8)
     g = torch.Generator().manual_seed(0)
-    q, k = torch.randn(1, 8, generator=g, dtype=torch.float64), torch.randn(1, 8, generator=g, dtype=torch.float64)
+    q, k = (torch.randn(1, 8, generator=g, dtype=torch.float64) for _ in range(2))
 
     def score(m, n):
         return (rope(q, torch.tensor([m])) * rope(k, torch.tensor([n]))).sum().item()
@@ -102,7 +112,8 @@ def test_alibi_slopes_follow_the_papers_geometric_sequence():
     for n in (1, 2, 4, 8, 16):
         expected = [2 ** (-8 * (i + 1) / n) for i in range(n)]
         np.testing.assert_allclose(alibi_slopes(n).numpy(), expected, rtol=1e-6)
-    np.testing.assert_allclose(alibi_slopes(6).numpy(), [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8, 2 ** -1, 2 ** -3])
+    np.testing.assert_allclose(alibi_slopes(6).numpy(),
+                               [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8, 2 ** -1, 2 ** -3])
     bias = alibi_bias(4, 5)
     assert bias.shape == (4, 5, 5)
     assert bias[1, 4, 1].item() == pytest.approx(-3 * 2 ** -4) and bias[0, 2, 2] == 0
@@ -135,7 +146,8 @@ def test_xl_relative_scores_match_their_four_terms_and_ignore_absolute_position(
     for h in range(2):
         for i in range(3):
             for j in range(5):
-                r = xl.r_proj(sinusoidal_features(torch.tensor([float(q_pos[i] - k_pos[j])]), xl.d_pos).float())
+                offset = torch.tensor([float(q_pos[i] - k_pos[j])])
+                r = xl.r_proj(sinusoidal_features(offset, xl.d_pos).float())
                 r = r.view(2, 4)[h]
                 expected = (q[0, h, i] @ r + xl.u[h] @ k[0, h, j] + xl.v[h] @ r) / 2.0
                 assert bias[0, h, i, j].item() == pytest.approx(expected.item(), abs=1e-5)

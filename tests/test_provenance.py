@@ -164,24 +164,27 @@ def rows(table: str) -> list[list[str]]:
     return [[" ".join(re.sub(r"<[^>]+>", " ", c).split()) for c in r] for r in cells]
 
 
+@pytest.mark.slow
 def test_the_page_has_a_row_per_notebook_with_its_record(tmp_path, executed):
     table = build(tmp_path / "book", executed)
     header, first, second = rows(table)
     assert header == list(sphinx_provenance.COLUMNS)
     glued = executed["first.ipynb"].cells[-1].outputs[-1]
     assert glued.metadata["scrapbook"]["name"] == provenance.RUN_KEY
-    record = ast.literal_eval(glued.data[f"application/papermill.record/text/plain"])
+    record = ast.literal_eval(glued.data["application/papermill.record/text/plain"])
     assert first == ["First", *provenance.describe(record).values()]
     assert first[1] == report.device_description("cpu") and first[4] == profile.current().name
     assert second == ["Second", provenance.NOT_RECORDED] + ["-"] * 6
     assert 'href="first.html"' in table and 'href="second.html"' in table
 
 
+@pytest.mark.slow
 def test_a_book_without_any_record_builds(tmp_path, executed):
     table = build(tmp_path / "book", {"second.ipynb": executed["second.ipynb"]})
     assert rows(table)[1] == ["Second", provenance.NOT_RECORDED] + ["-"] * 6
 
 
+@pytest.mark.slow
 def test_the_nbval_report_of_the_gpu_check_feeds_the_page(tmp_path, executed):
     """The record wins where there is one; 'Second' takes the report's device, versions,
     profile, time and GPU peak; both say what nbval found."""
@@ -205,8 +208,9 @@ def test_a_stale_or_broken_glue_file_is_not_a_record(tmp_path, caplog):
     good = {provenance.RUN_KEY: {"data": {"text/plain": repr({"device": "X"})}}}
     (folder / "a.glue.json").write_text(json.dumps(good))
     (folder / "b.glue.json").write_text(json.dumps({provenance.RUN_KEY: {"data": {"text/plain": "[1, 2"}}}))
+    glued = {"glue": [provenance.RUN_KEY]}
     env = SimpleNamespace(mystnb_config=SimpleNamespace(output_folder=str(folder)),
-                          nb_metadata={"a": {"glue": [provenance.RUN_KEY]}, "b": {"glue": [provenance.RUN_KEY]}})
+                          nb_metadata={"a": glued, "b": glued})
     assert sphinx_provenance.read_record(env, "a") == {"device": "X"}
     env.nb_metadata["a"]["glue"] = []                          # re-read without a record
     assert sphinx_provenance.read_record(env, "a") is None

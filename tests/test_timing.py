@@ -5,8 +5,14 @@ import pytest
 import torch
 
 import labsupport.timing as timing
-from labsupport.timing import (cpu_peak_supported, fit_power_law, format_bytes, peak_memory,
-                               peak_resident_bytes, time_call)
+from labsupport.timing import (
+    cpu_peak_supported,
+    fit_power_law,
+    format_bytes,
+    peak_memory,
+    peak_resident_bytes,
+    time_call,
+)
 
 exact_cpu_peak = pytest.mark.skipif(not cpu_peak_supported(),
                                     reason="this torch's profiler reports no CPU memory events")
@@ -61,7 +67,7 @@ def test_peak_memory_keeps_grad_mode_and_reraises():
     with pytest.raises(ValueError, match="inside"):
         peak_memory(lambda: (_ for _ in ()).throw(ValueError("inside")))
     assert peak_memory(lambda: torch.ones(10)) == 40              # the profiler was stopped
-    from torch.profiler import ProfilerActivity, profile           # and operators are recorded again
+    from torch.profiler import ProfilerActivity, profile  # and operators are recorded again
     with timing._quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as later:
         torch.ones(10)
     assert "aten::ones" in {e.name for e in later.events()}
@@ -129,7 +135,8 @@ def test_fit_power_law_rejects_bad_data():
 
 
 def test_format_bytes():
-    assert format_bytes(1_500_000) == "1.5 MB" and format_bytes(12) == "12 B" and format_bytes(3e9) == "3.0 GB"
+    assert format_bytes(1_500_000) == "1.5 MB" and format_bytes(12) == "12 B"
+    assert format_bytes(3e9) == "3.0 GB"
 
 
 # --- cost_sweep -------------------------------------------------------------------------

@@ -19,8 +19,14 @@ algorithm), `sparse` (sliding windows, Longformer), `lowrank` (Linformer), `kern
 from ..timing import sdpa_backend_used
 from .exact import naive_attention, sdpa, sdpa_backends
 from .flash import flash_attention
-from .kernelized import (LinearAttentionState, favor_features, linear_attention, linear_attention_recurrent,
-                         orthogonal_random_features, performer_attention)
+from .kernelized import (
+    LinearAttentionState,
+    favor_features,
+    linear_attention,
+    linear_attention_recurrent,
+    orthogonal_random_features,
+    performer_attention,
+)
 from .lowrank import LinformerAttention
 from .masks import causal_mask
 from .registry import KERNELS, explicit_attention, get_kernel, kernel_name, kernel_spec

@@ -52,7 +52,7 @@ def flash_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=Non
     check_attention_inputs(q, k, v, mask, bias, scale=scale)
     block_size = check_positive_int("block_size", block_size)
     mask, bias = _at_least_2d(mask), _at_least_2d(bias)
-    L, S = q.shape[-2], k.shape[-2]
+    L = q.shape[-2]
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     out = q.new_empty(*q.shape[:-1], v.shape[-1])                         # (..., L, Dv)
     for i in range(0, L, block_size):

@@ -11,9 +11,14 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from ..validation import check_attention_inputs, check_no_mask, check_positive_int, check_self_attention, check_shape
+from ..validation import (
+    check_attention_inputs,
+    check_no_mask,
+    check_positive_int,
+    check_self_attention,
+    check_shape,
+)
 from .spec import attention_kernel
-
 
 _NO_MASK = "kernelized attention never forms the (L, S) scores, so an arbitrary mask cannot apply"
 

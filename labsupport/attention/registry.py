@@ -12,7 +12,6 @@ from .kernelized import linear_attention, performer_attention
 from .sparse import local_attention, longformer_attention
 from .spec import UNDECLARED, Kernel, KernelSpec
 
-
 KERNELS: dict[str, Kernel] = {
     "naive": naive_attention,
     "sdpa": sdpa,

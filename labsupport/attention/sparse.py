@@ -10,7 +10,12 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..validation import check_attention_inputs, check_nonnegative_int, check_positive_int, check_self_attention
+from ..validation import (
+    check_attention_inputs,
+    check_nonnegative_int,
+    check_positive_int,
+    check_self_attention,
+)
 from .exact import naive_attention
 from .masks import causal_mask
 from .spec import attention_kernel

@@ -5,13 +5,18 @@ Every check runs the student's function on fixed inputs and never raises.
 """
 from . import reference
 from .core import CHECKS, NOT_ANSWERED, CheckResult, Hint, check, yours_or_reference
-from .self_attention import (attention_weights, causal_attention, predicted_peak, score_matrix_bytes,
-                             split_heads)
-from .transformer import block_parameters, feed_forward, peeks, pre_norm_block, seasonal_naive
-from .positional import alibi_slopes, hour_features, rotate_pairs, sinusoidal
-from .long_sequences import compress_mean, online_step, patch_count
-from .lab import elu_feature_map
 from .efficient import blocked_local_attention, decayed_linear_attention, positive_features
+from .lab import elu_feature_map
+from .long_sequences import compress_mean, online_step, patch_count
+from .positional import alibi_slopes, hour_features, rotate_pairs, sinusoidal
+from .self_attention import (
+    attention_weights,
+    causal_attention,
+    predicted_peak,
+    score_matrix_bytes,
+    split_heads,
+)
+from .transformer import block_parameters, feed_forward, peeks, pre_norm_block, seasonal_naive
 
 __all__ = ["CHECKS", "NOT_ANSWERED", "CheckResult", "Hint", "check", "yours_or_reference", "reference",
            "attention_weights", "causal_attention", "score_matrix_bytes", "split_heads", "predicted_peak",

@@ -11,8 +11,10 @@ from .core import Hint, check, close, expect_number, expect_tensor
 def _ffn_weights(d=6, d_ff=10, seed=0):
     g = torch.Generator().manual_seed(seed)
     return (torch.randn(3, 5, d, generator=g, dtype=torch.float64),
-            torch.randn(d_ff, d, generator=g, dtype=torch.float64), torch.randn(d_ff, generator=g, dtype=torch.float64),
-            torch.randn(d, d_ff, generator=g, dtype=torch.float64), torch.randn(d, generator=g, dtype=torch.float64))
+            torch.randn(d_ff, d, generator=g, dtype=torch.float64),
+            torch.randn(d_ff, generator=g, dtype=torch.float64),
+            torch.randn(d, d_ff, generator=g, dtype=torch.float64),
+            torch.randn(d, generator=g, dtype=torch.float64))
 
 
 @check("12.2 exercise 1: the feed-forward network")
@@ -26,7 +28,8 @@ def feed_forward(fn):
     if isinstance(alone, torch.Tensor) and not close(alone, out[:, 2:3]):
         raise Hint("the output at a position must depend only on that position's input")
     if close(out, (x @ w1.T + b1) @ w2.T + b2):
-        raise Hint("without the nonlinearity the two layers collapse into one linear map: apply relu between them")
+        raise Hint("without the nonlinearity the two layers collapse into one linear map: "
+                   "apply relu between them")
     if close(out, torch.relu(x @ w1.T) @ w2.T):
         raise Hint("add the biases b1 and b2")
     if close(out, torch.relu(x @ w1.T + b1) @ w2.T):
@@ -52,7 +55,8 @@ def pre_norm_block(fn):
         post = _block(norm_first=False)
         post.load_state_dict(block.state_dict())
         if close(out, post(x)):
-            raise Hint("that is post-norm (normalise after adding); pre-norm normalises each sub-layer's input")
+            raise Hint("that is post-norm (normalise after adding); "
+                       "pre-norm normalises each sub-layer's input")
         h = block.attn(block.norm1(x))
         if close(out, block.ff(block.norm2(h))):
             raise Hint("keep the residual connections: add each sub-layer's output to its input")

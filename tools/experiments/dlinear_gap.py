@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 
+import _common  # noqa: F401
 import torch
 import torch.nn.functional as F
 
-import _common  # noqa: F401
 from labsupport.compare import warmup_cosine
 from labsupport.data import HORIZON, LOOKBACK, book_task
 from labsupport.models import LinearForecaster, RidgeForecaster
@@ -31,9 +31,11 @@ def main():
     task = book_task(train_stride=args.stride)
     revin = bool(args.revin)
     ridge = RidgeForecaster(lookback=LOOKBACK, horizon=HORIZON, revin=revin).fit(task.train, task.val)
-    ols = RidgeForecaster(lookback=LOOKBACK, horizon=HORIZON, revin=revin, penalties=[0.0]).fit(task.train, task.val)
+    ols = RidgeForecaster(lookback=LOOKBACK, horizon=HORIZON, revin=revin,
+                          penalties=[0.0]).fit(task.train, task.val)
     print(f"ridge (penalty {ridge.penalty:g}): test {evaluate(ridge, task.test).mse:.4f}, "
-          f"val {ridge.validation_mse[ridge.penalty]:.4f}; least squares: test {evaluate(ols, task.test).mse:.4f}, "
+          f"val {ridge.validation_mse[ridge.penalty]:.4f}; "
+          f"least squares: test {evaluate(ols, task.test).mse:.4f}, "
           f"val {ols.validation_mse[0.0]:.4f}; train MSE ridge {evaluate(ridge, task.train).mse:.4f}, "
           f"least squares {evaluate(ols, task.train).mse:.4f}")
     schedule = {"cosine": warmup_cosine(args.epochs), "constant": lambda e: 1.0,
@@ -54,8 +56,9 @@ def main():
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimiser.step()
         val = F.mse_loss(predict(model, task.val[0]), task.val[1]).item()
-        print(f"epoch {epoch + 1:2d}: lr x{schedule(epoch):.3f}  train {evaluate(model, task.train).mse:.4f}  "
-              f"val {val:.4f}  test {evaluate(model, task.test).mse:.4f}", flush=True)
+        train, test = evaluate(model, task.train).mse, evaluate(model, task.test).mse
+        print(f"epoch {epoch + 1:2d}: lr x{schedule(epoch):.3f}  train {train:.4f}  val {val:.4f}  "
+              f"test {test:.4f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 
 import torch
+from _common import make_schedule, use_schedule_fallback
 from torch import nn
 
-from _common import make_schedule, use_schedule_fallback
 from labsupport.compare import Trainable, compare
 from labsupport.data import HORIZON, book_task
 from labsupport.layers import MultiHeadAttention

@@ -14,7 +14,6 @@ import argparse
 import time
 
 import torch
-
 from _common import use_schedule_fallback
 
 from labsupport import profile

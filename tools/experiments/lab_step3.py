@@ -14,7 +14,6 @@ import argparse
 import time
 
 import torch
-
 from _common import make_schedule, parse_options, parse_value, use_schedule_fallback
 
 from labsupport.compare import Trainable, compare

@@ -20,12 +20,16 @@ from functools import partial
 
 import numpy as np
 import torch
+from _common import make_schedule, parse_value, use_schedule_fallback
 from torch import nn
 
-from _common import make_schedule, parse_value, use_schedule_fallback
-
-from labsupport.attention import (LinformerAttention, linear_attention, local_attention,
-                                  longformer_attention, performer_attention)
+from labsupport.attention import (
+    LinformerAttention,
+    linear_attention,
+    local_attention,
+    longformer_attention,
+    performer_attention,
+)
 from labsupport.compare import NAIVE, RIDGE, Trainable, compare
 from labsupport.data import HORIZON, LOOKBACK, Series, book_task, load_vic_elec
 from labsupport.models import PatchTransformer, seasonal_naive
@@ -146,7 +150,8 @@ def encodings(args):
     for kind in args.kinds:
         if kind.endswith("@origin"):
             base = kind.split("@")[0]
-            models[kind] = Trainable(lambda revin, b=base: FromOrigin(patch_model(args, revin, pos_encoding=b)))
+            models[kind] = Trainable(
+                lambda revin, b=base: FromOrigin(patch_model(args, revin, pos_encoding=b)))
         else:
             models[kind] = Trainable(lambda revin, k=kind: patch_model(args, revin, pos_encoding=k))
     result = run(args, task, models)
@@ -162,7 +167,9 @@ def encodings(args):
     none = scores.get("none")
 
     def cell(values):
-        return "cannot run" if values is None else f"{np.mean(values):.3f} ({min(values):.3f}-{max(values):.3f})"
+        if values is None:
+            return "cannot run"
+        return f"{np.mean(values):.3f} ({min(values):.3f}-{max(values):.3f})"
 
     def ratio(values, base):
         if values is None or base is None or values[1] is None or values[4] is None:
@@ -229,7 +236,8 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     use_schedule_fallback()
-    {"efficient": efficient, "context": context, "encodings": encodings, "calendar": calendar}[args.what](args)
+    experiments = {"efficient": efficient, "context": context, "encodings": encodings, "calendar": calendar}
+    experiments[args.what](args)
 
 
 if __name__ == "__main__":
