@@ -63,6 +63,7 @@ def test_flash_validates_its_inputs():
 
 
 @pytest.mark.skipif(not cpu_peak_supported(), reason="CPU peak resident set is Linux-only")
+@pytest.mark.slow
 def test_flash_forward_memory_grows_linearly_not_quadratically():
     lengths, peaks = [2048, 4096, 8192], []
     for L in lengths:

@@ -208,9 +208,8 @@ def test_a_stale_or_broken_glue_file_is_not_a_record(tmp_path, caplog):
     good = {provenance.RUN_KEY: {"data": {"text/plain": repr({"device": "X"})}}}
     (folder / "a.glue.json").write_text(json.dumps(good))
     (folder / "b.glue.json").write_text(json.dumps({provenance.RUN_KEY: {"data": {"text/plain": "[1, 2"}}}))
-    glued = {"glue": [provenance.RUN_KEY]}
     env = SimpleNamespace(mystnb_config=SimpleNamespace(output_folder=str(folder)),
-                          nb_metadata={"a": glued, "b": glued})
+                          nb_metadata={name: {"glue": [provenance.RUN_KEY]} for name in "ab"})
     assert sphinx_provenance.read_record(env, "a") == {"device": "X"}
     env.nb_metadata["a"]["glue"] = []                          # re-read without a record
     assert sphinx_provenance.read_record(env, "a") is None

@@ -210,6 +210,7 @@ def _hungry(q, k, v):
 
 
 @exact_cpu_peak
+@pytest.mark.slow
 def test_cost_sweep_predicts_a_peak_without_a_model_and_skips_over_budget():
     from labsupport.timing import cost_sweep
     peak = {L: 4 * L * L + 4 * L * 8 for L in (16, 32, 64)}        # scratch + output (exact)

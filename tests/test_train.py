@@ -329,6 +329,7 @@ def test_stop_reason_and_total_seconds():
     assert "converged" in str(stuck) and "epoch budget" in str(budget)
 
 
+@pytest.mark.slow
 def test_dlinear_with_its_fit_options_lands_near_the_least_squares_solution():
     # issue 13, item 6: at a constant rate Adam never settles on this ill-conditioned linear
     # map and early stopping keeps a jump; DLinear's type1 schedule from 1e-2 converges
