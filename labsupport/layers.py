@@ -6,13 +6,11 @@ round (``True`` = blocked): pass it ``~mask``.
 """
 from __future__ import annotations
 
-import inspect
-
 import torch
 from torch import nn
 
-from .attention import get_kernel, naive_attention
-from .validation import check_positive_int, check_rank
+from .attention import causal_mask, explicit_attention, get_kernel, kernel_name, kernel_spec
+from .validation import check_positive_int, check_probability, check_rank
 
 
 class MultiHeadAttention(nn.Module):
@@ -24,12 +22,25 @@ class MultiHeadAttention(nn.Module):
 
     ``kernel`` is a name in `labsupport.attention.KERNELS` (``"sdpa"``, ``"naive"``, ...)
     or a callable with the kernel signature, or an ``nn.Module`` with that signature such as
-    ``LinformerAttention(seq_len, k)``, which becomes a submodule. ``position`` is an optional
+    ``LinformerAttention(seq_len, k)``, which becomes a submodule. Its `KernelSpec`
+    (``self.spec``, see `labsupport.attention.attention_kernel`) says whether it takes
+    ``dropout_p`` (the attention dropout) and a score ``bias``; an undeclared callable is
+    passed ``mask`` and ``is_causal`` only. ``position`` is an optional
     `labsupport.positional.AttentionPosition` (RoPE, ALiBi, T5 or Transformer-XL
     relative positions) applied to every head; ``positions`` (L,) or (B, L) and
     ``key_positions`` then give the tokens' positions (default: indices, queries last).
-    ``return_weights=True`` computes the weights (B, H, L, S) explicitly with
-    `naive_attention`, whatever the kernel.
+    ``return_weights=True`` also returns the weights (B, H, L, S) of the kernel that ran,
+    formed explicitly by its spec's ``explicit`` function: softmax weights for the exact
+    kernels, zero outside the band for ``local`` and ``longformer``. An approximate kernel
+    (linear, Performer, Linformer) never forms them and raises ``ValueError``.
+
+    ``is_causal`` is aligned at the bottom right: the L queries are the last L of the S
+    tokens, and query i sees keys j <= i + S - L (`causal_mask(L, S, bottom_right=True)`),
+    so a cached decoding step, ``mha(x[:, t:], x, is_causal=True)``, equals rows t.. of
+    the full causal pass ``mha(x, is_causal=True)``. (The kernels' own ``is_causal``, as
+    SDPA's, is top-left; the two agree when L == S.) With L != S the kernel gets that
+    mask explicitly, so it must take a mask (naive, sdpa, flash): linear and performer
+    attention refuse it.
 
     >>> mha = MultiHeadAttention(d_model=8, n_heads=2)
     >>> mha(torch.zeros(3, 5, 8)).shape
@@ -39,21 +50,17 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, *, kernel="sdpa", dropout: float = 0.0,
                  bias: bool = True, position=None):
         super().__init__()
-        check_positive_int("d_model", d_model)
-        check_positive_int("n_heads", n_heads)
+        d_model, n_heads = check_positive_int("d_model", d_model), check_positive_int("n_heads", n_heads)
         if d_model % n_heads:
             raise ValueError(f"d_model {d_model} is not divisible by n_heads {n_heads}")
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
-        self.kernel = get_kernel(kernel)
-        self.dropout = dropout
-        # an nn.Module kernel (LinformerAttention) is now a submodule, so it trains; read its forward
-        takes = inspect.signature(self.kernel.forward if isinstance(self.kernel, nn.Module)
-                                  else self.kernel).parameters
-        self._kernel_takes_dropout = "dropout_p" in takes
-        if position is not None and position.needs_bias and "bias" not in takes:
+        self.kernel = get_kernel(kernel)        # an nn.Module kernel becomes a submodule, so it trains
+        self.spec = kernel_spec(self.kernel)
+        self.dropout = check_probability("dropout", dropout)
+        if position is not None and position.needs_bias and not self.spec.bias:
             raise ValueError(f"{type(position).__name__} adds a bias to the scores, which kernel "
-                             f"{getattr(self.kernel, '__name__', kernel)!r} cannot take; use naive, sdpa "
-                             "or flash, or a rotary encoding")
+                             f"{kernel_name(self.kernel)!r} does not declare (bias=False); use naive, "
+                             "sdpa or flash, or a rotary encoding")
         self.position = position
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -78,24 +85,31 @@ class MultiHeadAttention(nn.Module):
         if x.shape[-1] != self.d_model or context.shape[-1] != self.d_model:
             raise ValueError(f"expected x (B, L, {self.d_model}) and context (B, S, {self.d_model}), "
                              f"got {tuple(x.shape)} and {tuple(context.shape)}")
+        L, S = x.shape[1], context.shape[1]
+        if is_causal and L != S:                  # the queries are the newest tokens: bottom-right
+            if not self.spec.mask:
+                raise ValueError(f"is_causal with {L} queries and {S} keys needs a bottom-right causal "
+                                 f"mask, and kernel {kernel_name(self.kernel)!r} takes no mask; use "
+                                 "naive, sdpa or flash for a cached step, or equal query and key lengths")
+            causal = causal_mask(L, S, bottom_right=True, device=x.device)  # (L, S)
+            mask, is_causal = (causal if mask is None else mask & causal), False
         q = self.split_heads(self.q_proj(x))                                 # (B, H, L, hd)
         k = self.split_heads(self.k_proj(context))                           # (B, H, S, hd)
         v = self.split_heads(self.v_proj(context))                           # (B, H, S, hd)
         extra = {}
         if self.position is not None:
-            q_pos, k_pos = self._positions(x.shape[1], context.shape[1], positions, key_positions,
-                                           x.device, context is x)
+            q_pos, k_pos = self._positions(L, S, positions, key_positions, x.device, context is x)
+            self.position.check_attention(q_pos, k_pos, mask=mask, is_causal=is_causal)
             q, k = self.position.rotate(q, k, q_pos, k_pos)
             score_bias = self.position.bias(q, k, q_pos, k_pos)
             if score_bias is not None:
                 extra["bias"] = score_bias
         p = self.dropout if self.training else 0.0
-        if return_weights:
-            out, weights = naive_attention(q, k, v, mask=mask, is_causal=is_causal,
-                                           dropout_p=p, return_weights=True, **extra)
-            return self.out_proj(self.merge_heads(out)), weights
-        if self._kernel_takes_dropout:
+        if self.spec.dropout:
             extra["dropout_p"] = p
+        if return_weights:                                                   # the same kernel, explicitly
+            out, weights = explicit_attention(self.kernel, q, k, v, mask=mask, is_causal=is_causal, **extra)
+            return self.out_proj(self.merge_heads(out)), weights             # weights (B, H, L, S)
         out = self.kernel(q, k, v, mask=mask, is_causal=is_causal, **extra)  # (B, H, L, hd)
         return self.out_proj(self.merge_heads(out))                          # (B, L, d_model)
 
@@ -155,14 +169,45 @@ class FeedForward(nn.Module):
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
 
 
-def sublayer(x, fn, norm, drop, norm_first: bool, residual: bool = True):
-    """One residual sub-layer: ``x + drop(fn(norm(x)))`` (pre-norm) or
-    ``norm(x + drop(fn(x)))`` (post-norm); without the ``x +`` when not residual."""
-    if norm_first:
-        y = drop(fn(norm(x)))
-        return x + y if residual else y
-    y = drop(fn(x))
-    return norm(x + y if residual else y)
+class TokenBatchNorm(nn.BatchNorm1d):
+    """Batch normalisation of each feature over every token of the batch, as PatchTST's encoder
+    normalises (its BatchNorm1d over (B, d_model, L)); running statistics in eval mode.
+
+    Math: ``y = (x - mean_{B,L}) / sqrt(var_{B,L} + eps) * gamma + beta``, per feature.
+    Shapes: x (B, L, d_model) -> (B, L, d_model).
+    """
+
+    def forward(self, x):
+        y = super().forward(x.reshape(-1, x.shape[-1]))       # (B*L, d_model): tokens as the batch
+        return y.view(x.shape)                                # (B, L, d_model)
+
+
+_NORMS = {"layer": nn.LayerNorm, "batch": TokenBatchNorm}
+
+
+def make_norm(kind: str, d_model: int, eps: float = 1e-5) -> nn.Module:
+    """The normalisation of a block: ``"layer"`` (LayerNorm over each token's features) or
+    ``"batch"`` (`TokenBatchNorm`: each feature over every token of the batch, PatchTST's)."""
+    if kind not in _NORMS:
+        raise ValueError(f"norm must be 'layer' or 'batch', got {kind!r}")
+    return _NORMS[kind](d_model, eps=eps)
+
+
+def _check_prefix(prefix, x, positions) -> None:
+    """prefix (B, P, d_model) with x's batch size and width; positions, if any, for all P + L."""
+    check_rank("prefix", prefix, 3, "(B, P, d_model)")
+    (B, L, d), P = x.shape, prefix.shape[1]
+    if prefix.shape[0] != B or prefix.shape[2] != d:
+        raise ValueError(f"prefix must be (B, P, d_model) = ({B}, P, {d}) as x {tuple(x.shape)}, "
+                         f"got {tuple(prefix.shape)}")
+    if positions is not None and positions.shape[-1] != P + L:
+        raise ValueError(f"with a prefix, positions cover prefix and x: (P + L,) = ({P + L},) or "
+                         f"(B, {P + L}), got {tuple(positions.shape)}")
+
+
+def _with_weights(result, return_weights: bool):
+    """``(out, weights)`` of a `MultiHeadAttention` call; weights None when not asked for."""
+    return result if return_weights else (result, None)
 
 
 class TransformerBlock(nn.Module):
@@ -171,41 +216,76 @@ class TransformerBlock(nn.Module):
 
     Math (pre-norm, ``norm_first=True``): ``x = x + MHA(LN1(x)); x = x + FFN(LN2(x))``.
     Math (post-norm, the original): ``x = LN1(x + MHA(x)); x = LN2(x + FFN(x))``.
-    Shapes: x (B, L, d_model) -> (B, L, d_model).
+    Shapes: x (B, L, d_model) -> (B, L, d_model); prefix (B, P, d_model).
 
-    ``residual=False`` or ``layer_norm=False`` remove those parts (for the experiments of
-    Section 12.2); `load_torch_weights` copies an ``nn.TransformerEncoderLayer``.
+    ``prefix``: earlier inputs of this block (a cache, as in Transformer-XL) that x's
+    tokens attend to as well: keys and values come from ``concat(prefix, x)``, the prefix
+    seen as x is (through LN1 in pre-norm), and x's tokens are the last L of those P + L,
+    so ``is_causal`` lets token i see the whole prefix and x's tokens up to i (bottom-right,
+    see `MultiHeadAttention`); ``positions`` then give all P + L positions.
+    ``norm="batch"`` puts `TokenBatchNorm` where LN stands (PatchTST's encoder). ``dropout``
+    acts on each sub-layer's output and inside the FFN; ``attn_dropout`` on the attention
+    weights (default: ``dropout``; PatchTST uses 0, and on a CPU it costs about a third of
+    the training speed at PatchTST's ETTh sizes, since the fused SDPA kernels do not drop
+    weights). ``residual=False`` or ``layer_norm=False`` (no normalisation at all) remove
+    those parts (for the experiments of Section 12.2); `load_torch_weights` copies an
+    ``nn.TransformerEncoderLayer``.
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int | None = None, dropout: float = 0.0, *,
                  norm_first: bool = True, kernel="sdpa", activation: str = "relu",
-                 residual: bool = True, layer_norm: bool = True, eps: float = 1e-5, position=None):
+                 residual: bool = True, layer_norm: bool = True, eps: float = 1e-5, position=None,
+                 norm: str = "layer", attn_dropout: float | None = None):
         super().__init__()
         d_ff = 4 * d_model if d_ff is None else d_ff
-        self.attn = MultiHeadAttention(d_model, n_heads, kernel=kernel, dropout=dropout, position=position)
+        attn_dropout = dropout if attn_dropout is None else attn_dropout
+        self.attn = MultiHeadAttention(d_model, n_heads, kernel=kernel, dropout=attn_dropout,
+                                       position=position)
         self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation)
-        self.norm1 = nn.LayerNorm(d_model, eps=eps) if layer_norm else nn.Identity()
-        self.norm2 = nn.LayerNorm(d_model, eps=eps) if layer_norm else nn.Identity()
+        self.norm1 = make_norm(norm, d_model, eps) if layer_norm else nn.Identity()
+        self.norm2 = make_norm(norm, d_model, eps) if layer_norm else nn.Identity()
         self.drop1, self.drop2 = nn.Dropout(dropout), nn.Dropout(dropout)
         self.norm_first, self.residual = norm_first, residual
 
-    def forward(self, x, *, mask=None, is_causal=False, positions=None, return_weights=False):
-        found = {}
+    def forward(self, x, *, prefix=None, mask=None, is_causal=False, positions=None,
+                return_weights=False):
+        attend = dict(prefix=prefix, mask=mask, is_causal=is_causal, positions=positions,
+                      return_weights=return_weights)
+        if self.norm_first:                                  # x + f(LN(x)), twice
+            a, weights = self.self_attention(self.norm1(x), **attend)
+            x = self._skip(x) + self.drop1(a)
+            x = self._skip(x) + self.drop2(self.ff(self.norm2(x)))
+        else:                                                # LN(x + f(x)), twice
+            a, weights = self.self_attention(x, **attend)
+            x = self.norm1(self._skip(x) + self.drop1(a))
+            x = self.norm2(self._skip(x) + self.drop2(self.ff(x)))
+        return (x, weights) if return_weights else x
 
-        def attend(h):
-            out = self.attn(h, mask=mask, is_causal=is_causal, positions=positions,
-                            return_weights=return_weights)
-            if return_weights:
-                out, found["weights"] = out
-            return out
+    def self_attention(self, h, *, prefix=None, mask=None, is_causal=False, positions=None,
+                       return_weights=False):
+        """The attention sub-layer on h (B, L, d_model), x as attention sees it (after LN1
+        in pre-norm), over ``concat(prefix, x)`` seen the same way: (out, weights or None)."""
+        context, q_pos = None, positions
+        if prefix is not None:
+            _check_prefix(prefix, h, positions)
+            seen = self.norm1(prefix) if self.norm_first else prefix
+            context = torch.cat((seen, h), dim=1)                           # (B, P+L, d_model)
+            q_pos = None if positions is None else positions[..., prefix.shape[1]:]
+        result = self.attn(h, context, mask=mask, is_causal=is_causal, positions=q_pos,
+                           key_positions=positions, return_weights=return_weights)
+        return _with_weights(result, return_weights)
 
-        x = sublayer(x, attend, self.norm1, self.drop1, self.norm_first, self.residual)
-        x = sublayer(x, self.ff, self.norm2, self.drop2, self.norm_first, self.residual)
-        return (x, found["weights"]) if return_weights else x
+    def _skip(self, x):
+        """x on the residual path, or zeros for the ``residual=False`` ablation."""
+        return x if self.residual else torch.zeros_like(x)
 
     @torch.no_grad()
     def load_torch_weights(self, layer: nn.TransformerEncoderLayer) -> "TransformerBlock":
         """Copy an ``nn.TransformerEncoderLayer`` (same sizes and ``norm_first``)."""
+        if not isinstance(self.norm1, nn.LayerNorm):
+            got = "norm='batch'" if isinstance(self.norm1, TokenBatchNorm) else "layer_norm=False"
+            raise ValueError(f"load_torch_weights needs norm='layer' (torch's layer has LayerNorms), "
+                             f"got {got}")
         if layer.norm_first != self.norm_first:
             raise ValueError(f"norm_first differs: torch layer {layer.norm_first}, this block {self.norm_first}")
         self.attn.load_torch_weights(layer.self_attn)
@@ -216,7 +296,7 @@ class TransformerBlock(nn.Module):
 
 
 class TransformerEncoder(nn.Module):
-    """A stack of `TransformerBlock` s; pre-norm stacks end with a final LayerNorm.
+    """A stack of `TransformerBlock` s; pre-norm stacks end with a final norm of the blocks' kind.
 
     Shapes: x (B, L, d_model) -> (B, L, d_model); with ``return_weights`` also a list
     of per-layer weights (B, H, L, L). An in-attention ``position`` module is shared
@@ -231,7 +311,7 @@ class TransformerEncoder(nn.Module):
             TransformerBlock(d_model, n_heads, d_ff, dropout, norm_first=norm_first, kernel=kernel,
                              **block_options) for _ in range(n_layers))
         final_norm = norm_first and block_options.get("layer_norm", True)
-        self.norm = nn.LayerNorm(d_model) if final_norm else nn.Identity()
+        self.norm = make_norm(block_options.get("norm", "layer"), d_model) if final_norm else nn.Identity()
 
     def forward(self, x, *, mask=None, is_causal=False, positions=None, return_weights=False):
         all_weights = []
@@ -250,6 +330,7 @@ class DecoderBlock(nn.Module):
     (the "memory"), then a feed-forward network; residuals and LayerNorm around each.
 
     Math (pre-norm): ``x += SelfAttn(LN1(x)); x += CrossAttn(LN2(x), memory); x += FFN(LN3(x))``.
+    Math (post-norm): ``x = LN1(x + SelfAttn(x)); x = LN2(x + CrossAttn(x, memory)); x = LN3(x + FFN(x))``.
     Shapes: x (B, L, d_model), memory (B, S, d_model) -> (B, L, d_model).
     `load_torch_weights` copies an ``nn.TransformerDecoderLayer``.
     """
@@ -266,19 +347,19 @@ class DecoderBlock(nn.Module):
         self.norm_first = norm_first
 
     def forward(self, x, memory, *, is_causal=True, memory_mask=None, return_weights=False):
-        found = {}
-
-        def cross(h):
-            out = self.cross_attn(h, memory, mask=memory_mask, return_weights=return_weights)
-            if return_weights:
-                out, found["weights"] = out
-            return out
-
         (n1, n2, n3), (d1, d2, d3) = self.norms, self.drops
-        x = sublayer(x, lambda h: self.self_attn(h, is_causal=is_causal), n1, d1, self.norm_first)
-        x = sublayer(x, cross, n2, d2, self.norm_first)
-        x = sublayer(x, self.ff, n3, d3, self.norm_first)
-        return (x, found["weights"]) if return_weights else x
+        cross = dict(mask=memory_mask, return_weights=return_weights)
+        if self.norm_first:                                  # x + f(LN(x)), three times
+            x = x + d1(self.self_attn(n1(x), is_causal=is_causal))
+            c, weights = _with_weights(self.cross_attn(n2(x), memory, **cross), return_weights)
+            x = x + d2(c)
+            x = x + d3(self.ff(n3(x)))
+        else:                                                # LN(x + f(x)), three times
+            x = n1(x + d1(self.self_attn(x, is_causal=is_causal)))
+            c, weights = _with_weights(self.cross_attn(x, memory, **cross), return_weights)
+            x = n2(x + d2(c))
+            x = n3(x + d3(self.ff(x)))
+        return (x, weights) if return_weights else x
 
     @torch.no_grad()
     def load_torch_weights(self, layer: nn.TransformerDecoderLayer) -> "DecoderBlock":

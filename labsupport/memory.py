@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .attention import naive_attention
-from .layers import TransformerBlock, sublayer
+from .attention import causal_mask, naive_attention
+from .layers import TransformerBlock
 from .positional import XLRelativePosition
 from .validation import check_positive_int, check_rank
 
@@ -35,9 +35,10 @@ COMPRESSIONS = ("pool", "conv")
 
 
 def _check_nonnegative_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    """``value`` as an int if it is an integer >= 0 (NumPy integers count), else raise."""
+    if isinstance(value, bool) or not hasattr(value, "__index__") or value < 0:
         raise ValueError(f"{name} must be a non-negative int, got {value!r}")
-    return value
+    return int(value)
 
 
 def _check_state(name: str, t, x: torch.Tensor, max_len: int, d_model: int) -> None:
@@ -59,13 +60,14 @@ def _last(t: torch.Tensor, n: int) -> torch.Tensor:
 
 def memory_mask(L: int, P: int, *, device=None) -> torch.Tensor:
     """Boolean (L, P + L) mask, True = may attend: every query sees all ``P`` cached
-    states and the segment's keys up to itself (query i sees key j iff j <= P + i).
+    states and the segment's keys up to itself (query i sees key j iff j <= P + i): the
+    bottom-right causal mask that ``is_causal`` gives `labsupport.layers.MultiHeadAttention`.
 
     >>> memory_mask(2, 3).int()
     tensor([[1, 1, 1, 1, 0],
             [1, 1, 1, 1, 1]], dtype=torch.int32)
     """
-    return torch.ones(L, P + L, dtype=torch.bool, device=device).tril(diagonal=P)
+    return causal_mask(L, P + L, bottom_right=True, device=device)
 
 
 # --- Compressive Transformer memory ----------------------------------------------------
@@ -208,9 +210,10 @@ class SegmentRecurrentEncoder(nn.Module):
     """A pre-norm Transformer-XL encoder: causal self-attention over
     ``concat(memory_l, h_l)`` in every layer, and the cache passed from segment to segment.
 
-    Math: ``h_{l+1} = Block_l(h_l; context = concat(sg(m_l), h_l))``, with ``m_l`` layer
-    l's input states of the last ``mem_len`` steps and ``sg`` stop-gradient; query i of
-    the segment sees every cached state and segment keys j <= i.
+    Math: ``h_{l+1} = Block_l(h_l; prefix = sg(m_l))``, with ``m_l`` layer l's input
+    states of the last ``mem_len`` steps and ``sg`` stop-gradient: the block's own
+    forward with keys and values from ``concat(m_l, h_l)``; query i of the segment sees
+    every cached state and segment keys j <= i (``is_causal``, bottom-right).
     Cost: per segment and layer, time O(L (M + L) d), memory O(L (M + L)) scores plus
     the cache ``n_layers * M * d`` per series.
     Shapes: ``forward(x, memory=None) -> (out, new_memory)``, x (B, L, d_model),
@@ -273,7 +276,7 @@ class SegmentRecurrentEncoder(nn.Module):
         new_mems, new_cmems, h = [], [], x
         for l, block in enumerate(self.layers):
             prefix = mems[l] if cmems is None else torch.cat((cmems[l], mems[l]), dim=1)
-            h_next = self._layer(block, h, prefix)                           # (B, L, d)
+            h_next = block(h, prefix=prefix, is_causal=True)                 # (B, L, d)
             if cmems is None:
                 new_mems.append(_last(torch.cat((mems[l], h), dim=1), self.mem_len).detach())
             else:
@@ -284,22 +287,6 @@ class SegmentRecurrentEncoder(nn.Module):
         # 3. final norm
         state = new_mems if cmems is None else MemoryState(new_mems, new_cmems)
         return self.norm(h), state
-
-    @staticmethod
-    def _layer(block: TransformerBlock, h, prefix):
-        """One block with keys/values ``concat(prefix, h)``: h (B, L, d), prefix (B, P, d)."""
-        L, P = h.shape[1], prefix.shape[1]
-        mask = memory_mask(L, P, device=h.device)                            # (L, P+L)
-        q_pos = torch.arange(P, P + L, device=h.device)
-        k_pos = torch.arange(P + L, device=h.device)
-        cached = block.norm1(prefix) if block.norm_first else prefix         # as h is seen
-
-        def attend(hn):
-            context = torch.cat((cached, hn), dim=1)                         # (B, P+L, d)
-            return block.attn(hn, context, mask=mask, positions=q_pos, key_positions=k_pos)
-
-        h = sublayer(h, attend, block.norm1, block.drop1, block.norm_first, block.residual)
-        return sublayer(h, block.ff, block.norm2, block.drop2, block.norm_first, block.residual)
 
     def _unpack(self, memory, x):
         """Validated (mems, cmems) lists; cmems is None without compressive memory."""
@@ -334,6 +321,9 @@ def run_segments(encoder: SegmentRecurrentEncoder, x: torch.Tensor, segment_len:
     Cost: ``ceil(T / segment_len)`` encoder calls; gradients stop at segment boundaries.
     """
     check_rank("x", x, 3, "(B, T, d_model)")
+    if x.shape[1] == 0:
+        raise ValueError(f"x has no time steps: expected (B, T, d_model) with T >= 1, got shape "
+                         f"{tuple(x.shape)}; check the slice that built it")
     check_positive_int("segment_len", segment_len)
     outs = []
     for segment in x.split(segment_len, dim=1):                              # (B, <=L, d) each

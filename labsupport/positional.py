@@ -9,6 +9,11 @@ Two families:
   `RelativePositionBias` (T5) and `XLRelativePosition` (Transformer-XL) add a bias
   to the scores. `labsupport.layers.MultiHeadAttention` takes one as ``position=``.
 
+Conventions that matter when porting weights or mixing code are stated where they
+apply: RoPE's pairing (`RotaryEmbedding`), T5's scaled scores and buckets
+(`RelativePositionBias`), Transformer-XL's feature order (`XLRelativePosition`);
+`interleave_halves` maps the "halves" layouts other code uses onto the pairs used here.
+
 Positions are token indices by default, or any float times (irregular sampling).
 In attention, key positions default to ``0..S-1`` and query positions to the last
 ``L`` of them, ``S-L..S-1`` (queries are the newest tokens, as with a cache).
@@ -22,6 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .attention import causal_mask
 from .validation import check_positive_int
 
 
@@ -139,6 +145,23 @@ class AttentionPosition(nn.Module):
     def bias(self, q, k, q_pos, k_pos):
         return None
 
+    def check_attention(self, q_pos, k_pos, *, mask=None, is_causal=False):
+        """Raise ``ValueError`` if this encoding cannot score the (query, key) pairs that
+        ``mask`` and ``is_causal`` (top-left) allow; every pair is fine by default."""
+
+
+def interleave_halves(n: int) -> torch.Tensor:
+    """The index ``(0, n/2, 1, n/2 + 1, ..., n/2 - 1, n - 1)``: ``t[..., interleave_halves(n)]``
+    turns a layout of halves (pair i is coordinates i and i + n/2) into one of adjacent
+    pairs (2i, 2i + 1), the layout of this module; ``argsort`` of it goes back.
+
+    >>> interleave_halves(6).tolist()
+    [0, 3, 1, 4, 2, 5]
+    """
+    if check_positive_int("n", n) % 2:
+        raise ValueError(f"n must be even to pair coordinates, got {n}")
+    return torch.arange(n).view(2, n // 2).t().flatten()                    # (n,)
+
 
 def _offsets(q_pos, k_pos):
     """Signed distance query - key for every pair: (..., L, S)."""
@@ -153,6 +176,14 @@ class RotaryEmbedding(AttentionPosition):
     Shapes: x (..., L, D) -> (..., L, D); ``rope(x, positions=None)`` with positions
     (L,) or (B, L) (default ``0..L-1``). Rotations keep norms; nothing is learned, so
     it works with every exact kernel and at any length.
+
+    Pairing: pair i is the adjacent coordinates ``(2i, 2i + 1)``, as in Su et al., Meta's
+    LLaMA code and torchtune. Hugging Face's ``rotate_half`` pairs ``(i, i + D/2)``
+    instead: ``rope(x)[..., p] == rotate_half_rope(x[..., p])`` with
+    ``p = argsort(interleave_halves(D)) = (0, 2, 4, ..., 1, 3, 5, ...)``. Scores are
+    unchanged by a permutation applied to both q and k, so a Hugging Face checkpoint
+    runs here once each head's D rows of ``W_q`` and ``W_k`` (and their biases) are
+    reordered by ``interleave_halves(D)``.
     """
 
     def __init__(self, head_dim: int, base: float = 10000.0):
@@ -181,10 +212,11 @@ class RotaryEmbedding(AttentionPosition):
         return self(q, q_pos), self(k, k_pos)
 
 
-def alibi_slopes(n_heads: int) -> torch.Tensor:
+def alibi_slopes(n_heads: int, *, dtype=None) -> torch.Tensor:
     """ALiBi's head slopes (Press et al., 2022): for H a power of two, the geometric
     sequence ``2^(-8/H), 2^(-16/H), ..., 2^(-8)``; otherwise the paper's interleaving
-    of the next powers of two.
+    of the next powers of two. Computed in float64, returned in ``dtype`` (default:
+    torch's default dtype).
 
     >>> alibi_slopes(4).tolist()
     [0.25, 0.0625, 0.015625, 0.00390625]
@@ -196,23 +228,29 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
         return [start ** (i + 1) for i in range(n)]
 
     if math.log2(n_heads).is_integer():
-        return torch.tensor(geometric(n_heads))
-    below = 2 ** math.floor(math.log2(n_heads))
-    return torch.tensor(geometric(below) + geometric(2 * below)[0::2][: n_heads - below])
+        slopes = geometric(n_heads)
+    else:
+        below = 2 ** math.floor(math.log2(n_heads))
+        slopes = geometric(below) + geometric(2 * below)[0::2][: n_heads - below]
+    return torch.tensor(slopes, dtype=dtype or torch.get_default_dtype())
 
 
 def alibi_bias(n_heads: int, L: int, S: int | None = None, *, q_pos=None, k_pos=None,
-               device=None) -> torch.Tensor:
+               device=None, dtype=None) -> torch.Tensor:
     """ALiBi's additive bias ``-slope_h * |i - j|``, shape (H, L, S) (or (B, H, L, S)).
 
     Queries sit at the last L of the S key positions unless positions are given.
+    Computed in float64, returned in ``dtype`` (default: torch's default dtype, float32):
+    pass the scores' dtype (`ALiBi` does), as float32 rounds distant biases (by up to
+    1.2e-4 at 16 heads and 4096 keys).
     """
     S = L if S is None else S
     k_pos = torch.arange(S, device=device) if k_pos is None else k_pos
     q_pos = torch.arange(S - L, S, device=k_pos.device) if q_pos is None else q_pos
     distance = _offsets(q_pos, k_pos).double().abs()                          # (..., L, S)
-    slopes = alibi_slopes(n_heads).to(distance).view(n_heads, 1, 1)
-    return (-slopes * distance[..., None, :, :]).float()                       # (..., H, L, S)
+    slopes = alibi_slopes(n_heads, dtype=torch.float64).to(distance.device).view(n_heads, 1, 1)
+    dtype = torch.get_default_dtype() if dtype is None else dtype
+    return (-slopes * distance[..., None, :, :]).to(dtype)                     # (..., H, L, S)
 
 
 class ALiBi(AttentionPosition):
@@ -225,7 +263,7 @@ class ALiBi(AttentionPosition):
         self.n_heads = check_positive_int("n_heads", n_heads)
 
     def bias(self, q, k, q_pos, k_pos):
-        return alibi_bias(self.n_heads, q.shape[-2], k.shape[-2], q_pos=q_pos, k_pos=k_pos).to(q.dtype)
+        return alibi_bias(self.n_heads, q.shape[-2], k.shape[-2], q_pos=q_pos, k_pos=k_pos, dtype=q.dtype)
 
 
 def relative_position_bucket(offset: torch.Tensor, *, bidirectional: bool = False,
@@ -233,7 +271,10 @@ def relative_position_bucket(offset: torch.Tensor, *, bidirectional: bool = Fals
     """T5's buckets for ``offset = query - key``: exact for small distances, logarithmic
     up to ``max_distance``, one shared bucket beyond (Raffel et al., 2020).
 
-    Unidirectional (causal) attention gives keys after the query (offset < 0) bucket 0.
+    The same buckets as T5's ``_relative_position_bucket(key - query, ...)`` (note the
+    sign: T5 passes ``key - query``). ``bidirectional=False`` (T5's decoder) gives every
+    key after its query (offset < 0) bucket 0, the query's own: for causal attention only.
+    ``bidirectional=True`` (T5's encoder) gives keys after the query the upper half.
     """
     n = offset.round().long()
     bucket = torch.zeros_like(n)
@@ -250,12 +291,23 @@ def relative_position_bucket(offset: torch.Tensor, *, bidirectional: bool = Fals
 
 
 class RelativePositionBias(AttentionPosition):
-    """T5-style relative position bias: a learned scalar per head and distance bucket."""
+    """T5-style relative position bias: a learned scalar per head and distance bucket.
+
+    Math: ``s_ij = q_i . k_j / sqrt(D) + b_h(bucket(i - j))`` (`relative_position_bucket`).
+    T5 adds ``b`` to *unscaled* scores ``q_i . k_j`` (it has no 1/sqrt(D)); here the
+    kernel scales first, so a T5 checkpoint needs its query projection multiplied by
+    sqrt(D) (the bias table is used as it is).
+    ``bidirectional=True`` (the default, T5's encoder) tells keys before and after the
+    query apart and suits any attention. ``bidirectional=False`` (T5's decoder) spends
+    every bucket on the past but puts future keys in the query's own bucket: it is for
+    causal attention only, and `check_attention` refuses a call that lets a query see a
+    key after it.
+    """
 
     needs_bias = True
 
     def __init__(self, n_heads: int, *, num_buckets: int = 32, max_distance: int = 128,
-                 bidirectional: bool = False):
+                 bidirectional: bool = True):
         super().__init__()
         self.buckets = dict(num_buckets=num_buckets, max_distance=max_distance, bidirectional=bidirectional)
         self.embedding = nn.Embedding(num_buckets, check_positive_int("n_heads", n_heads))
@@ -265,6 +317,23 @@ class RelativePositionBias(AttentionPosition):
         buckets = relative_position_bucket(_offsets(q_pos, k_pos), **self.buckets)   # (..., L, S)
         return self.embedding(buckets).movedim(-1, -3).to(q.dtype)                  # (..., H, L, S)
 
+    def check_attention(self, q_pos, k_pos, *, mask=None, is_causal=False):
+        if self.buckets["bidirectional"]:
+            return
+        ahead = _offsets(q_pos, k_pos) < 0                                          # (..., L, S)
+        if ahead.dim() == 3:                                                        # (B, L, S)
+            ahead = ahead[:, None]                                                  # (B, 1, L, S)
+        if is_causal:
+            ahead = ahead & causal_mask(*ahead.shape[-2:], device=ahead.device)
+        if mask is not None:
+            ahead = ahead & mask
+        if ahead.any():
+            raise ValueError(
+                "RelativePositionBias(bidirectional=False) puts every key after its query in the "
+                f"query's own bucket, but this attention lets queries see {int(ahead.sum())} such "
+                "(query, key) pairs; pass bidirectional=True for non-causal attention, or "
+                "is_causal=True / a causal mask")
+
 
 class XLRelativePosition(AttentionPosition):
     """Transformer-XL's relative scores (Dai et al., 2019), as a bias added to ``q . k``.
@@ -273,6 +342,12 @@ class XLRelativePosition(AttentionPosition):
     with ``r_{i-j}`` sinusoidal features of the offset, ``W_R`` learned per head, and
     two global biases shared by all queries: ``u`` (content) and ``v`` (position).
     The kernel computes ``q.k``; this returns the other three terms.
+
+    Feature order: ``r`` interleaves ``(sin, cos)`` pairs (`sinusoidal_features`), where
+    the original code concatenates the halves ``cat(sin, cos)``. It matters only when
+    porting weights: the original ``r_net.weight`` (H*D, d_pos) loads here as
+    ``r_proj.weight = r_net.weight[:, interleave_halves(d_pos)]``; ``u`` and ``v`` are its
+    ``r_w_bias`` and ``r_r_bias``.
     """
 
     needs_bias = True

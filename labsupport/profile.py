@@ -1,5 +1,6 @@
 """Size presets: ``cpu`` (a 2-core laptop, minutes per notebook) and ``gpu`` (bigger sweeps);
-``smoke`` (the least training, only to check that a notebook runs) for tests.
+``smoke`` (the least training and the shortest sweeps, only to check that a notebook runs)
+for tests.
 
 The default is ``gpu`` when CUDA is available and ``cpu`` otherwise; the environment
 variable ``LABSUPPORT_PROFILE`` overrides it (``LABSUPPORT_PROFILE=cpu`` on a GPU
@@ -27,17 +28,20 @@ PRESETS = {
         # 12.2 the Transformer block and the book's forecaster
         "forecaster_epochs": 10,
         "train_stride": 2,                   # every 2nd training window per epoch
+        "reader_epochs": 15,                 # the lag readers (one head, four heads)
+        "deep_steps": 120,                   # training steps per post-norm/pre-norm stack
         # ... with the comparison protocol (labsupport.compare; tools/experiments/README.md):
-        # the lab's forecaster configuration, and the lag readers' 15 epochs over seeds
+        # the lab's forecaster configuration, and the lag readers over seeds
         "forecaster_train_stride": 1,
         "forecaster_max_epochs": 4,          # compare.warmup_cosine over these epochs
         "forecaster_seeds": 2,
-        "heads_epochs": 15,
-        "heads_seeds": 2,
+        "reader_seeds": 2,
         # 12.3 positional encodings: many small forecasters
         "encoding_epochs": 6,
         "encoding_stride": 4,
         "encoding_width": 32,
+        # dtype of the cost sweeps' inputs (12.4, 12.5): float32 on the CPU
+        "sweep_dtype": torch.float32,
         "encoding_max_epochs": 6,            # with the comparison protocol
         "encoding_seeds": 2,
         # 12.4 long sequences and memory
@@ -53,6 +57,7 @@ PRESETS = {
         "context_max_epochs": 5,
         "context_seeds": 2,
         "segment_totals": (512, 1024, 2048, 4096),
+        "backward_lengths": (1024, 2048, 4096),   # forward + backward sweep
         # the lab
         "lab_stride": 4,                     # every 4th training window (until the lab switches)
         "lab_epochs": 4,
@@ -92,15 +97,19 @@ PRESETS = {
         "bill_lengths": (4096, 8192, 16384, 32768, 65536),
         "forecaster_epochs": 30,             # early stopping (patience 3) usually ends sooner
         "train_stride": 1,
+        "reader_epochs": 15,
+        "deep_steps": 120,
         "forecaster_train_stride": 1,
         "forecaster_max_epochs": 20,
         "forecaster_seeds": 3,
-        "heads_epochs": 30,
-        "heads_seeds": 3,
+        "reader_seeds": 3,
         # 15 small forecasters: 8 epochs on every 2nd window, 2.7x the cpu profile's steps
         "encoding_epochs": 8,
         "encoding_stride": 2,
         "encoding_width": 64,
+        # bfloat16 on a GPU: PyTorch's flash (and cuDNN) SDPA backends take only
+        # float16/bfloat16, so float32 inputs would time the memory-efficient kernel
+        "sweep_dtype": torch.bfloat16,
         "encoding_max_epochs": 20,
         "encoding_seeds": 3,
         # 12.4: no budget, so the naive sweeps run into the out-of-memory wall: the
@@ -118,6 +127,7 @@ PRESETS = {
         "context_max_epochs": 20,
         "context_seeds": 3,
         "segment_totals": (2048, 4096, 8192, 16384),
+        "backward_lengths": (1024, 2048, 4096),
         # the lab: every window, 20 epochs (early stopping, patience 3); the token sweep's
         # naive encoder (8 x 4 heads, kept for backward) hits the wall at 16384 tokens
         "lab_stride": 1,
@@ -147,23 +157,35 @@ PRESETS = {
         "stream_lengths": (1000, 4000, 16000),
     },
 }
-# ``smoke``: the cpu sizes with the least training, to check that a notebook runs top to
-# bottom (the test of the student versions uses it). Its results are not for reading:
-# one epoch on every 16th window trains nothing worth a verdict.
+# ``smoke``: the least work that still runs every line of a notebook, to check that it runs
+# top to bottom (the nbgrader test autogrades three submissions of every section with it).
+# Its results are not for reading: one epoch on every 16th window trains nothing worth a
+# verdict. Sweeps keep at least 3 points (the notebooks fit over the last three), each a
+# length the cpu profile measures too, without the cpu sweeps' longest, costliest points.
 PRESETS["smoke"] = {
     **PRESETS["cpu"],
     "bottleneck_steps": 30,
     "forecaster_epochs": 1, "train_stride": 16,
+    "reader_epochs": 1, "deep_steps": 10,
     "encoding_epochs": 1, "encoding_stride": 16,
     "context_epochs": 1, "context_stride": 32,
     "lab_epochs": 1, "lab_stride": 16,
     "lab_max_epochs": 1, "lab_train_stride": 16, "lab_seeds": 1, "lab_linear_seeds": 1,
     "forecaster_max_epochs": 1, "forecaster_train_stride": 16, "forecaster_seeds": 1,
-    "heads_epochs": 1, "heads_seeds": 1, "encoding_max_epochs": 1, "encoding_seeds": 1,
+    "reader_seeds": 1, "encoding_max_epochs": 1, "encoding_seeds": 1,
     "context_train_stride": 32, "context_max_epochs": 1, "context_seeds": 1,
     "efficient_train_stride": 16, "efficient_max_epochs": 1, "efficient_full_seeds": 1,
     "efficient_epochs": 1, "efficient_stride": 16,
     "stream_steps": 10,
+    "bill_lengths": (2048, 4096, 8192),
+    "wall_lengths": (512, 1024, 2048),
+    "fused_lengths": (1024, 2048, 4096),
+    "final_lengths": (1024, 2048, 4096),
+    "segment_totals": (512, 1024, 2048),
+    "backward_lengths": (256, 512, 1024),
+    "lab_tokens": (64, 128, 256),
+    "efficient_lengths": (256, 512, 1024),
+    "efficient_flash_lengths": (256, 512, 1024),
 }
 
 

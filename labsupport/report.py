@@ -1,7 +1,13 @@
-"""Printing measured results the same way in every notebook: verdicts and small tables.
+"""Printing measured results the same way in every notebook: verdicts and small tables,
+and the record of what executed the notebook.
 
 A verdict is a claim and whether it held, on one line; the regression tests compare
 these lines, so a claim must not print hardware-dependent numbers.
+
+The record: an early cell calls ``RUN = start_run(P)``, the last cell
+``record_run(RUN)``, which prints the device, versions, profile, wall time and peak
+memory on one line and glues them for the book's page "Where the numbers came from"
+(`labsupport.provenance`, `labsupport.sphinx_provenance`).
 
 >>> verdict("rows sum to one", True, width=20)
 rows sum to one      True
@@ -9,9 +15,18 @@ rows sum to one      True
 from __future__ import annotations
 
 import json
+import platform
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
+
+from .profile import Profile, current
+from .provenance import RUN_KEY, summary
+from .timing import session_peak_bytes
+from .validation import check_instance
 
 WIDTH = 58
 
@@ -19,6 +34,16 @@ WIDTH = 58
 def verdict(claim: str, holds, *, width: int = WIDTH) -> None:
     """Print ``claim`` padded to ``width`` and whether it ``holds`` (True/False)."""
     print(f"{claim:<{width}} {bool(holds)}")
+
+
+def checklist(rows, *, title: str = "checks", width: int = WIDTH) -> None:
+    """Print secondary checks as one compact block under a ``title``: each claim and
+    whether it held, so that a section's main claims keep their own `verdict` lines."""
+    rows = [(claim, bool(holds)) for claim, holds in rows]
+    held = sum(holds for _, holds in rows)
+    print(f"{title}: {held} of {len(rows)} hold")
+    for claim, holds in rows:
+        print(f"  {claim:<{width - 2}} {holds}")
 
 
 def table(headers, rows, *, formats=None) -> None:
@@ -38,17 +63,13 @@ def _fmt(value, spec) -> str:
     return spec(value) if callable(spec) else spec.format(value)
 
 
-def sweep_table(rows, *, flops: bool = False, peak_tflops: float | None = None,
-                peak_label: str = "bf16 peak", resolution: float = 1e6) -> None:
+def sweep_table(rows, *, flops: bool = False, peak=None) -> None:
     """Print `labsupport.timing.cost_sweep` rows: time median (min-max), measured peak,
-    the model where there is one, and why a point did not run. Peaks below
-    ``resolution`` bytes print as "< 1.0 MB": the CPU's resident-set measurement is
-    page-granular and shares the process with everything else, so it does not resolve
-    them (CUDA's allocator statistics do, but the bound is still true).
+    the model where there is one, and why a point did not run.
 
-    ``flops`` adds the achieved TFLOP/s; ``peak_tflops`` (the device's measured peak,
-    `labsupport.timing.matmul_peak_tflops`) adds it and the fraction of that peak, in
-    a column headed ``% of {peak_label}``."""
+    ``flops`` adds the achieved TFLOP/s; ``peak`` (a `labsupport.timing.matmul_peak`
+    measured in the dtype the rows ran in) adds it and the fraction of that peak, in a
+    column headed with the peak's label (``% of bf16 peak``, ``% of fp32 peak``)."""
     from .timing import add_peak_fraction, format_bytes
 
     def ms(r):
@@ -56,29 +77,44 @@ def sweep_table(rows, *, flops: bool = False, peak_tflops: float | None = None,
             return r["status"]
         return f"{r['time_s'] * 1e3:.1f} ({r['time_min'] * 1e3:.1f}-{r['time_max'] * 1e3:.1f})"
 
-    def peak(r):
-        if r["status"] != "ok":
-            return r["note"]
-        if r["peak_bytes"] is not None and r["peak_bytes"] < resolution:
-            return f"< {format_bytes(resolution)}"        # below what the measurement resolves
-        return format_bytes(r["peak_bytes"])
-
-    if peak_tflops is not None:
-        rows, flops = add_peak_fraction(rows, peak_tflops), True
+    if peak is not None:
+        rows, flops = add_peak_fraction(rows, peak), True
     headers = ["kernel", "L", "time ms (min-max)", "peak (measured)", "model"]
     headers += ["TFLOP/s"] if flops else []
-    headers += [f"% of {peak_label}"] if peak_tflops is not None else []
+    headers += [f"% of {peak.label}"] if peak is not None else []
     out = []
     for r in rows:
-        measured = peak(r)
+        measured = format_bytes(r["peak_bytes"]) if r["status"] == "ok" else r["note"]
         model = format_bytes(r["model_bytes"]) if r["model_bytes"] is not None else "-"
         row = [r["kernel"], r["length"], ms(r), measured, model]
         if flops:
             row.append(f"{r['tflops']:.3f}" if r.get("tflops") else "-")
-        if peak_tflops is not None:
+        if peak is not None:
             row.append(f"{100 * r['peak_fraction']:.1f}" if r["peak_fraction"] else "-")
         out.append(row)
     table(headers, out)
+
+
+def precision_note(kernels, length: int, dtype, *, make_inputs=None, **kernel_kwargs) -> None:
+    """Print what a sweep in ``dtype`` measured: the SDPA backend that ran on its inputs, and,
+    below float32, each kernel's max error against itself in float32 at ``length``
+    (`labsupport.timing.dtype_error`). ``kernels``: name -> kernel, as for `cost_sweep`;
+    ``make_inputs(L)``: float32 inputs on the sweep's device (default `attention_inputs`);
+    ``kernel_kwargs`` (e.g. ``is_causal=True``) go to every kernel. Its lines depend on the
+    device: print them in a cell whose output is not checked."""
+    from .attention import sdpa_backend_used
+    from .timing import attention_inputs, dtype_error, dtype_name
+
+    make_inputs = make_inputs or attention_inputs
+    q, k, v = (t.to(dtype) for t in make_inputs(length))
+    backend = sdpa_backend_used(q, k, v, is_causal=kernel_kwargs.get("is_causal", False))
+    print(f"inputs in {dtype_name(dtype)} on {q.device.type}; SDPA ran its {backend} backend")
+    if dtype == torch.float32:
+        return
+    print(f"max |error| against the same kernel in float32, L = {length}:")
+    table(["kernel", "max error"],
+          [(name, dtype_error(kernel, length, dtype, make_inputs=make_inputs, **kernel_kwargs))
+           for name, kernel in kernels.items()], formats={1: "{:.1e}"})
 
 
 def machine_name(device=None) -> str:
@@ -115,3 +151,76 @@ def load_sweep(path) -> dict:
         raise ValueError(f"{path} is not a saved sweep: expected keys 'device' and 'rows', "
                          "each row with 'kernel', 'length' and 'status'")
     return record
+
+
+def cpu_model() -> str:
+    """The processor's model name (Linux: ``/proc/cpuinfo``), else what Python reports."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "Model") and value.strip():
+                return " ".join(value.split())
+    except OSError:
+        pass
+    return platform.processor() or f"{platform.machine() or 'unknown'} CPU"
+
+
+def device_description(device) -> str:
+    """The GPU's name, or the CPU's model and the threads PyTorch uses."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    threads = torch.get_num_threads()
+    return f"{cpu_model()} ({threads} thread{'s' if threads != 1 else ''})"
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """When and with which profile a notebook's execution began; `record_run` ends it."""
+
+    profile: str
+    device: torch.device
+    started: float                     # time.perf_counter() at the start
+
+
+def start_run(profile=None) -> RunStart:
+    """Mark the start of a notebook's execution (call it in an early cell).
+
+    ``profile``: the notebook's `labsupport.profile.Profile` (``P``), or None for
+    `labsupport.profile.current()`.
+    """
+    profile = current() if profile is None else profile
+    check_instance("start_run's profile", profile, Profile,
+                   "the notebook's labsupport.profile.Profile (P = profile.current()) or None")
+    return RunStart(profile.name, profile.device, time.perf_counter())
+
+
+def run_record(start: RunStart) -> dict:
+    """The record of this execution (`labsupport.provenance` lists its fields): device,
+    torch and CUDA versions, profile, wall time since ``start`` and peak memory: the
+    CUDA allocator's peak on a GPU, and the process's peak resident set (both across
+    the resets that measurements make: `labsupport.timing.session_peak_bytes`)."""
+    check_instance("the run's start", start, RunStart,
+                   "what start_run(P) returned (add RUN = start_run(P) after the imports)")
+    return dict(device=device_description(start.device), torch=torch.__version__,
+                cuda=torch.version.cuda, python=platform.python_version(),
+                profile=start.profile, wall_s=round(time.perf_counter() - start.started, 1),
+                peak_gpu_bytes=session_peak_bytes(start.device) if start.device.type == "cuda" else None,
+                peak_rss_bytes=session_peak_bytes("cpu"),
+                finished=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+
+
+def record_run(start: RunStart) -> None:
+    """The notebook's last cell: print the record of this execution on one line and glue
+    it (``myst_nb.glue``, not displayed) under `labsupport.provenance.RUN_KEY`, for the
+    page "Where the numbers came from". Without myst-nb or outside a Jupyter kernel
+    (Colab, a script) the line is printed and nothing is glued."""
+    record = run_record(start)
+    print("run record:", summary(record))
+    try:
+        from IPython import get_ipython
+        from myst_nb import glue
+    except ImportError:
+        return
+    if get_ipython() is not None:
+        glue(RUN_KEY, record, display=False)

@@ -2,20 +2,26 @@
 
 Time: CUDA events after warm-up on a GPU, ``time.perf_counter`` after warm-up on the
 CPU; the median of several repetitions with min and max.
-Memory: measured, never computed. On CUDA, the allocator's peak statistics around
-the call; on Linux, the process's peak resident set, reset through
-``/proc/self/clear_refs`` and read back from ``VmHWM``. Elsewhere ``None``
-("not measured"), never a model.
+Memory: measured, never computed, and never in the same call as a timing (the
+measurement would slow what is timed). On CUDA, the allocator's peak statistics around
+the call. On the CPU, the allocator's own reports: ``torch.profiler`` with
+``profile_memory=True`` records every allocation and free, and their running sum in
+time order peaks at the exact bytes the call added (the CPU twin of CUDA's
+``max_memory_allocated``), buffers allocated inside C++ kernels included. The process's
+resident set (`peak_resident_bytes`) is only a coarse cross-check. Where neither
+source exists, ``None`` ("not measured"), never a model.
+Every reset of a peak first keeps the peak so far, so that `session_peak_bytes` (a
+notebook's run record) still covers the whole process.
 """
 from __future__ import annotations
 
 import contextlib
-import ctypes
+import functools
 import gc
 import math
+import os
 import statistics
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,62 +83,122 @@ def time_call(fn, *args, reps: int = 5, warmup: int = 1, device=None, **kwargs) 
     return Timing(statistics.median(times), min(times), max(times), tuple(times))
 
 
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Silence C++ writes to file descriptor 2 (the profiler logs its start and stop)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _cpu_allocator_peak(fn, args, kwargs) -> int | None:
+    """Peak bytes above the level at entry during one call of ``fn``, from the CPU
+    allocator's events as the profiler records them; None where it records none.
+
+    Each ``[memory]`` event carries the bytes allocated (negative: freed); their running
+    sum in time order is the allocator's level relative to the start, and its maximum
+    (never below 0) is the peak. The result of ``fn`` is dropped only after the profiler
+    stops, so the output counts and its release does not.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    if profiler_active():                                 # a second one would end the first's session
+        return None
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    try:
+        with _quiet_stderr():
+            prof.start()
+    except RuntimeError:                                  # a build whose profiler cannot start
+        return None
+    torch._C._autograd._enable_record_function(False)     # record allocations, not every op
+    try:
+        result = fn(*args, **kwargs)
+    finally:
+        torch._C._autograd._enable_record_function(True)
+        with _quiet_stderr():
+            prof.stop()
+    del result
+    return _running_peak(prof)
+
+
+def profiler_active() -> bool:
+    """True while a ``torch.profiler`` (or ``torch.autograd.profiler``) session records: then
+    `peak_memory` on the CPU returns None rather than end that session with its own."""
+    return torch._C._autograd._profiler_enabled()
+
+
+def _running_peak(prof) -> int | None:
+    """The maximum of the running sum of a finished profile's CPU memory events."""
+    results = getattr(prof.profiler, "kineto_results", None)
+    if results is None:
+        return None
+    cpu = torch._C._autograd.DeviceType.CPU
+    events = [e for e in results.events() if e.name() == "[memory]" and e.device_type() == cpu]
+    when = (lambda e: e.start_ns()) if events and hasattr(events[0], "start_ns") else \
+        (lambda e: e.start_us())                          # torch < 2.4 names it in microseconds
+    level = peak = 0
+    for event in sorted(events, key=when):               # stable: ties keep their recorded order
+        level += event.nbytes()
+        peak = max(peak, level)
+    return peak
+
+
+def cpu_peak_supported() -> bool:
+    """True where the profiler reports CPU allocations exactly (a known 1 KiB allocation
+    reads as 1024 bytes); False while another profiler records, as `peak_memory` cannot."""
+    return not profiler_active() and _known_allocation_reads_exactly()
+
+
+@functools.lru_cache(maxsize=None)
+def _known_allocation_reads_exactly() -> bool:
+    return _cpu_allocator_peak(torch.empty, (256,), {"dtype": torch.float32}) == 1024
+
+
+def peak_memory(fn, *args, device=None, warmup: int = 1, **kwargs) -> int | None:
+    """Measured peak bytes that ``fn(*args, **kwargs)`` adds above what was allocated before it.
+
+    The output counts (it is allocated during the call); the inputs do not. ``warmup``
+    unmeasured calls first absorb one-off costs (lazy initialisation, thread pools).
+    CUDA: ``reset_peak_memory_stats`` then ``max_memory_allocated`` minus the bytes
+    allocated at the start. CPU: the running sum of the allocator's events under
+    ``torch.profiler`` (``profile_memory=True``): exact to the byte, so two measurements
+    of the same call with the same thread count agree. It counts every tensor PyTorch
+    allocates (buffers inside C++ kernels included), not memory that Python objects or
+    other libraries take. Returns ``None`` where neither source is available ("not
+    measured"), and on the CPU while another profiler records (`profiler_active`).
+    Cost on the CPU: operators are not recorded, so the call runs at nearly full speed,
+    but every allocation and free is, and the profiler turns each into a result when the
+    call ends (about 7 us and 2 kB each, here): a loop of a million small allocations
+    costs seconds and gigabytes, so measure it on a shorter run. The first measurement
+    in a process also starts the profiler (a few seconds).
+
+    >>> peak_memory(lambda: torch.ones(1000))         # 1000 float32: 4000 bytes, exactly
+    4000
+    """
+    device = torch.device(device) if device is not None else _device_of(args, kwargs)
+    if device.type not in ("cuda", "cpu") or (device.type == "cpu" and profiler_active()):
+        return None
+    for _ in range(warmup):
+        fn(*args, **kwargs)
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        base = torch.cuda.memory_allocated(device)
+        _reset_peak(device)
+        fn(*args, **kwargs)
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - base
+    return _cpu_allocator_peak(fn, args, kwargs)
+
+
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 _STATUS = Path("/proc/self/status")
-
-
-def _load_libc():
-    try:
-        return ctypes.CDLL("libc.so.6")
-    except OSError:
-        return None
-
-
-_LIBC = _load_libc() if sys.platform.startswith("linux") else None
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-
-
-@contextlib.contextmanager
-def _tensors_in_resident_set():
-    """While measuring, make the resident set follow tensor allocations (glibc).
-
-    glibc serves blocks below its (self-raising) mmap threshold from heap memory
-    that may already be resident, which would hide them from the resident set.
-    During a measurement every block above 64 KiB gets its own mapping, made on
-    creation and unmapped on release. Afterwards the thresholds are set to glibc's
-    own steady-state values (32 MiB mmap, 64 MiB trim), which keep training loops
-    as fast as with the defaults.
-    """
-    if _LIBC is None:
-        yield
-        return
-    _LIBC.mallopt(_M_MMAP_THRESHOLD, 64 * 1024)
-    _LIBC.malloc_trim(0)
-    try:
-        yield
-    finally:
-        _LIBC.mallopt(_M_MMAP_THRESHOLD, 32 * 1024 * 1024)
-        _LIBC.mallopt(_M_TRIM_THRESHOLD, 64 * 1024 * 1024)
-
-
-def _call_in_fresh_thread(fn, args, kwargs) -> None:
-    """Run ``fn`` in a new thread: glibc gives it an arena that holds no large free
-    blocks left by earlier work, so its tensors land in new mappings (and are counted).
-    Grad mode is carried over (it is thread-local); errors are re-raised here."""
-    grad_enabled, box = torch.is_grad_enabled(), {}
-
-    def target():
-        try:
-            with torch.set_grad_enabled(grad_enabled):
-                fn(*args, **kwargs)
-        except BaseException as err:                     # re-raised in the caller
-            box["error"] = err
-
-    worker = threading.Thread(target=target)
-    worker.start()
-    worker.join()
-    if "error" in box:
-        raise box["error"]
 
 
 def _read_status_kib(field: str) -> int:
@@ -142,50 +208,79 @@ def _read_status_kib(field: str) -> int:
     raise OSError(f"{field} not in {_STATUS}")
 
 
-def cpu_peak_supported() -> bool:
-    """True where the CPU peak resident set can be reset and read (Linux)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        _CLEAR_REFS.write_text("5")
-        _read_status_kib("VmHWM")
-        return True
-    except OSError:
-        return False
+# What the resets below discarded: the highest peak before each, per device ("cpu",
+# "cuda:0"), so that `session_peak_bytes` covers the whole process.
+_PEAK_BEFORE_RESETS: dict[str, int] = {}
 
 
-def peak_memory(fn, *args, device=None, warmup: int = 1, **kwargs) -> int | None:
-    """Measured peak bytes that ``fn(*args, **kwargs)`` adds above what was allocated before it.
-
-    The output counts (it is allocated during the call); the inputs do not.
-    CUDA: ``reset_peak_memory_stats`` then ``max_memory_allocated`` minus the bytes
-    allocated at the start. Linux CPU: the peak resident set (``VmHWM``) after a reset,
-    minus the resident set at the start; page-granular (4 KiB) and it also counts
-    anything else the process touches during the call, so measure calls that
-    allocate megabytes. ``warmup`` untimed calls first absorb one-off costs (lazy
-    initialisation, thread pools). Returns ``None`` where neither is available:
-    "not measured".
-    """
-    device = torch.device(device) if device is not None else _device_of(args, kwargs)
-    gc.collect()
+def _peak_key(device: torch.device) -> str:
     if device.type == "cuda":
-        for _ in range(warmup):
-            fn(*args, **kwargs)
-        torch.cuda.synchronize(device)
-        base = torch.cuda.memory_allocated(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        fn(*args, **kwargs)
-        torch.cuda.synchronize(device)
-        return torch.cuda.max_memory_allocated(device) - base
-    if device.type != "cpu" or not cpu_peak_supported():
+        return f"cuda:{torch.cuda.current_device() if device.index is None else device.index}"
+    return device.type
+
+
+def _current_peak(device: torch.device) -> int | None:
+    """The peak since the last reset: CUDA's allocator peak; the CPU's peak resident set
+    (Linux ``VmHWM``, elsewhere ``ru_maxrss``, which nothing here resets). Or None."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device)
+    if device.type != "cpu":
         return None
-    with _tensors_in_resident_set():
-        for _ in range(warmup):
-            _call_in_fresh_thread(fn, args, kwargs)
+    if sys.platform.startswith("linux"):
+        try:
+            return _read_status_kib("VmHWM") * 1024
+        except OSError:
+            return None
+    try:
+        import resource
+    except ImportError:                                  # Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024     # bytes on macOS, else KiB
+
+
+def _reset_peak(device: torch.device) -> None:
+    """Reset ``device``'s peak statistics, first keeping the peak so far for
+    `session_peak_bytes`. Raises OSError where the CPU peak cannot be reset."""
+    key, peak = _peak_key(device), _current_peak(device)
+    if peak is not None:
+        _PEAK_BEFORE_RESETS[key] = max(_PEAK_BEFORE_RESETS.get(key, 0), peak)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    else:
         _CLEAR_REFS.write_text("5")                      # peak := current resident set
+
+
+def session_peak_bytes(device=None) -> int | None:
+    """The most memory this process has held on ``device`` (default: the CPU) since it
+    started, across the resets that `peak_memory` makes.
+
+    CUDA: the allocator's peak (``max_memory_allocated``: tensors, not the CUDA context).
+    CPU: the process's peak resident set: page-granular, and everything the process
+    touched (Python, libraries, data), not only tensors. ``None``: not measured.
+    """
+    device = torch.device(device or "cpu")
+    peak = _current_peak(device)
+    if peak is None:
+        return None
+    return max(peak, _PEAK_BEFORE_RESETS.get(_peak_key(device), 0))
+
+
+def peak_resident_bytes(fn, *args, **kwargs) -> int | None:
+    """A coarse cross-check of `peak_memory` on Linux: how far the process's peak resident
+    set (``VmHWM``, reset through ``/proc/self/clear_refs``) rose during one call.
+
+    Page-granular, it also counts whatever else the process touches, and misses blocks
+    the C library serves from memory that was already resident: a lower bound on large
+    fresh allocations at best. None where it cannot be read (not Linux).
+    """
+    try:
+        _reset_peak(torch.device("cpu"))                  # peak := current resident set
         base = _read_status_kib("VmHWM")
-        _call_in_fresh_thread(fn, args, kwargs)
-        return max(0, _read_status_kib("VmHWM") - base) * 1024
+    except OSError:
+        return None
+    fn(*args, **kwargs)
+    return max(0, _read_status_kib("VmHWM") - base) * 1024
 
 
 def format_bytes(n: int | None) -> str:
@@ -258,10 +353,43 @@ class LargestTensor(TorchDispatchMode):
 
 def attention_inputs(length: int, *, batch: int = 1, heads: int = 1, head_dim: int = 64,
                      device=None, dtype=torch.float32, seed: int = 0):
-    """Seeded ``(q, k, v)``, each (batch, heads, length, head_dim): the default sweep input."""
+    """Seeded ``(q, k, v)``, each (batch, heads, length, head_dim): the default sweep input.
+
+    Drawn in float32 (float64 for ``dtype=torch.float64``) and then rounded to ``dtype``,
+    so that a bfloat16 sweep sees the float32 inputs rounded, and `dtype_error` can
+    compare the two.
+    """
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype (torch.float32, "
+                        f"torch.bfloat16, ...), got {dtype!r}")
     g = torch.Generator(device="cpu").manual_seed(seed)
     shape = (batch, heads, length, head_dim)
-    return tuple(torch.randn(shape, generator=g, dtype=dtype).to(device or "cpu") for _ in range(3))
+    drawn = torch.float64 if dtype == torch.float64 else torch.float32
+    return tuple(torch.randn(shape, generator=g, dtype=drawn).to(device=device or "cpu", dtype=dtype)
+                 for _ in range(3))
+
+
+def dtype_error(kernel, length: int, dtype, *, make_inputs=None, **kernel_kwargs) -> float:
+    """Max absolute error of ``kernel`` run in ``dtype`` against the same kernel in float32.
+
+    ``make_inputs(length)`` gives the float32 inputs (default `attention_inputs`); the
+    reduced-precision run gets them rounded to ``dtype``, on the same device. Prints
+    beside a sweep run in bfloat16 what the lower precision costs in accuracy.
+
+    >>> from labsupport.attention import sdpa
+    >>> dtype_error(sdpa, 64, torch.float32)
+    0.0
+    >>> 0 < dtype_error(sdpa, 64, torch.bfloat16) < 0.05
+    True
+    """
+    inputs = (make_inputs or attention_inputs)(length)
+    if any(t.dtype != torch.float32 for t in inputs):
+        raise TypeError("make_inputs must return float32 tensors (the reference); got "
+                        f"{[t.dtype for t in inputs]}")
+    with torch.no_grad():
+        reference = kernel(*inputs, **kernel_kwargs)
+        reduced = kernel(*(t.to(dtype) for t in inputs), **kernel_kwargs)
+    return (reduced.float() - reference).abs().max().item()
 
 
 def attention_flops(length: int, *, batch: int = 1, heads: int = 1, head_dim: int = 64,
@@ -296,11 +424,13 @@ def _forward_backward(kernel, inputs, kwargs):
 
 
 def _measure_point(kernel, inputs, kwargs, backward, reps):
+    """Time, then measure the peak in a separate call: the profiler that reads the CPU
+    peak must not slow the timed calls (`time_call` has warmed up, so no second warm-up)."""
     call = (lambda: _forward_backward(kernel, inputs, kwargs)) if backward else \
         (lambda: kernel(*inputs, **kwargs))
     with torch.set_grad_enabled(backward):
         timing = time_call(call, reps=reps, device=inputs[0].device)
-        peak = peak_memory(call, device=inputs[0].device)
+        peak = peak_memory(call, device=inputs[0].device, warmup=0)
     return timing, peak
 
 
@@ -316,18 +446,21 @@ def cost_sweep(kernels, lengths, *, make_inputs=None, backward=False, reps=5,
     """Time and measure the peak memory of attention kernels over sequence lengths.
 
     ``kernels``: name -> callable ``kernel(*inputs, **kernel_kwargs)``. ``make_inputs(L)``
-    returns the inputs at length L (default `attention_inputs`). ``backward`` times
-    forward plus backward of ``out.sum()``. ``memory_models``: name -> ``f(L)``, a model
-    of the bytes a point needs; with ``memory_budget`` (bytes) a point whose model
-    exceeds the budget is skipped, not run. An out-of-memory error is caught and
-    recorded, and the kernel's longer lengths are then skipped; the sweep goes on.
-    ``flops(L)``, if given, adds the achieved ``tflops`` to each measured row; a mapping
-    name -> ``f(L)`` gives each kernel its own model (kernels without one get None).
+    returns the inputs at length L (default `attention_inputs`; its dtype is the sweep's).
+    ``backward`` times forward plus backward of ``out.sum()``. Times and peaks come from
+    separate calls. ``memory_budget`` (bytes): a point that would need more is skipped,
+    not run; what it needs comes from ``memory_models`` (name -> ``f(L)``, a model of the
+    bytes) where the kernel has one, else it is predicted from the kernel's measured
+    peaks (a power law through the last two; with fewer the point runs). An out-of-memory
+    error is caught and recorded, and the kernel's longer lengths are then skipped; the
+    sweep goes on. ``flops(L)``, if given, adds the achieved ``tflops`` to each measured
+    row; a mapping name -> ``f(L)`` gives each kernel its own model (others get None).
 
-    Returns one dict per (kernel, length): ``kernel``, ``length``, ``time_s`` (median),
-    ``time_min``, ``time_max``, ``peak_bytes`` (measured; None where not measurable),
-    ``model_bytes`` (None without a model), ``tflops``, ``status`` (``ok``, ``oom`` or
-    ``skipped``) and ``note`` (why a point did not run).
+    Returns one dict per (kernel, length): ``kernel``, ``length``, ``dtype`` (of the
+    inputs, e.g. ``"float32"``), ``time_s`` (median), ``time_min``, ``time_max``,
+    ``peak_bytes`` (measured; None where not measurable), ``model_bytes`` (None without a
+    model), ``predicted_bytes`` (the prediction a skip rests on, else None), ``tflops``,
+    ``status`` (``ok``, ``oom`` or ``skipped``) and ``note`` (why a point did not run).
     """
     from tqdm.auto import tqdm
 
@@ -337,15 +470,16 @@ def cost_sweep(kernels, lengths, *, make_inputs=None, backward=False, reps=5,
     rows, bar = [], tqdm(total=len(kernels) * len(lengths), disable=not progress,
                          desc="cost sweep", leave=False)
     for name, kernel in kernels.items():
-        hit_wall = None
+        hit_wall, mine = None, []
         for length in lengths:
             bar.set_postfix_str(f"{name} L={length}")
             row = _sweep_point(name, kernel, length, make_inputs, backward, reps, memory_budget,
                                memory_models.get(name), _flops_for(flops, name), kernel_kwargs,
-                               hit_wall)
+                               hit_wall, mine)
             hit_wall = hit_wall or (length if row["status"] == "oom" else None)
-            rows.append(row)
+            mine.append(row)
             bar.update()
+        rows += mine
     bar.close()
     ran = sum(r["status"] == "ok" for r in rows)
     if progress:
@@ -362,16 +496,39 @@ def _flops_for(flops, name):
     return flops.get(name)
 
 
+def predict_peak(rows, length: int) -> int | None:
+    """The peak bytes at ``length`` predicted from one kernel's measured `cost_sweep` rows:
+    the power law through the last two measured peaks (shorter lengths), ``p2 (L / L2)^e``
+    with ``e = log(p2 / p1) / log(L2 / L1)``. None with fewer than two positive peaks.
+
+    >>> predict_peak([dict(length=1024, peak_bytes=4e6, status="ok"),
+    ...               dict(length=2048, peak_bytes=16e6, status="ok")], 4096)
+    64000000
+    """
+    points = [(r["length"], r["peak_bytes"]) for r in rows
+              if r["status"] == "ok" and r["peak_bytes"] and r["length"] < length]
+    if len(points) < 2 or points[-1][0] == points[-2][0]:
+        return None
+    (l1, p1), (l2, p2) = points[-2:]
+    exponent = math.log(p2 / p1) / math.log(l2 / l1)
+    return round(p2 * (length / l2) ** exponent)
+
+
 def _sweep_point(name, kernel, length, make_inputs, backward, reps, budget, model, flops,
-                 kwargs, hit_wall) -> dict:
+                 kwargs, hit_wall, measured) -> dict:
     model_bytes = int(model(length)) if model is not None else None
-    row = dict(kernel=name, length=length, time_s=None, time_min=None, time_max=None,
-               peak_bytes=None, model_bytes=model_bytes, tflops=None, status="ok", note="")
+    row = dict(kernel=name, length=length, dtype=None, time_s=None, time_min=None, time_max=None,
+               peak_bytes=None, model_bytes=model_bytes, predicted_bytes=None, tflops=None,
+               status="ok", note="")
     if hit_wall is not None:
         return {**row, "status": "skipped", "note": f"out of memory at L={hit_wall}"}
     if budget is not None and model_bytes is not None and model_bytes > budget:
         return {**row, "status": "skipped",
                 "note": f"needs {format_bytes(model_bytes)} > budget {format_bytes(budget)}"}
+    predicted = predict_peak(measured, length) if budget is not None and model is None else None
+    if predicted is not None and predicted > budget:
+        return {**row, "status": "skipped", "predicted_bytes": predicted,
+                "note": f"predicted {format_bytes(predicted)} > budget {format_bytes(budget)}"}
     try:
         inputs = make_inputs(length)
         timing, peak = _measure_point(kernel, inputs, kwargs, backward, reps)
@@ -380,7 +537,8 @@ def _sweep_point(name, kernel, length, make_inputs, backward, reps, budget, mode
             raise
         _free_cuda()
         return {**row, "status": "oom", "note": str(err).splitlines()[0][:80]}
-    row.update(time_s=timing.median, time_min=timing.min, time_max=timing.max, peak_bytes=peak)
+    row.update(dtype=dtype_name(inputs[0].dtype), time_s=timing.median, time_min=timing.min,
+               time_max=timing.max, peak_bytes=peak)
     if flops is not None:
         row["tflops"] = flops(length) / timing.median / 1e12
     del inputs
@@ -403,6 +561,13 @@ def sweep_exponent(rows, kernel: str, key: str = "time_s", *, last: int = 3) -> 
 # --- the device's matrix-multiply peak -------------------------------------------------------
 
 _PEAK_SIZES = {"cuda": (2048, 4096, 8192, 16384), "cpu": (256, 512, 1024)}
+_SHORT_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
+                torch.float64: "fp64"}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``"float32"`` for ``torch.float32``: how rows and tables name a dtype."""
+    return str(dtype).removeprefix("torch.")
 
 
 def matmul_peak_tflops(device=None, dtype=torch.bfloat16, sizes=None, *, reps: int = 5) -> float:
@@ -410,16 +575,17 @@ def matmul_peak_tflops(device=None, dtype=torch.bfloat16, sizes=None, *, reps: i
 
     Times ``n x n @ n x n`` (``2 n^3`` flops) with `time_call` (CUDA events on a GPU)
     for each ``n`` in ``sizes`` and returns the best median: the peak this device
-    reaches in practice, the yardstick for an attention kernel's achieved TFLOP/s.
-    ``device`` defaults to CUDA when available, else the CPU; ``sizes`` default to
-    2048..16384 on CUDA and 256..1024 on the CPU (bfloat16 can be slow there).
+    reaches in practice. To compare a sweep's achieved TFLOP/s with it, use
+    `matmul_peak`, which keeps the dtype beside the number. ``device`` defaults to CUDA
+    when available, else the CPU; ``sizes`` default to 2048..16384 on CUDA and
+    256..1024 on the CPU (bfloat16 can be slow there).
 
     >>> matmul_peak_tflops("cpu", torch.float32, sizes=(64,)) > 0
     True
     """
     device = torch.device(device if device is not None else
                           "cuda" if torch.cuda.is_available() else "cpu")
-    if not dtype.is_floating_point:
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ValueError(f"dtype must be a floating-point type, got {dtype}")
     sizes = tuple(sizes) if sizes is not None else _PEAK_SIZES.get(device.type, _PEAK_SIZES["cpu"])
     if not sizes or any(int(n) != n or n < 1 for n in sizes):
@@ -436,10 +602,53 @@ def matmul_peak_tflops(device=None, dtype=torch.bfloat16, sizes=None, *, reps: i
     return best
 
 
-def add_peak_fraction(rows, peak_tflops: float) -> list[dict]:
-    """`cost_sweep` rows with ``peak_fraction``: achieved ``tflops`` / ``peak_tflops``
-    (None where a row has no ``tflops``). The peak is typically `matmul_peak_tflops`."""
-    if not peak_tflops or peak_tflops <= 0:
-        raise ValueError(f"peak_tflops must be positive, got {peak_tflops}")
-    return [{**r, "peak_fraction": r["tflops"] / peak_tflops if r.get("tflops") else None}
+@dataclass(frozen=True)
+class MatmulPeak:
+    """A measured matrix-multiply peak: ``tflops`` in ``dtype`` on ``device``; its
+    ``label`` (``"bf16 peak"``, ``"fp32 peak"``, ``"tf32 peak"``) heads a table column."""
+
+    tflops: float
+    dtype: torch.dtype
+    device: str
+    tf32: bool = False
+
+    @property
+    def label(self) -> str:
+        name = "tf32" if self.tf32 else _SHORT_NAMES.get(self.dtype, dtype_name(self.dtype))
+        return f"{name} peak"
+
+
+def matmul_peak(device, dtype, sizes=None, *, reps: int = 5) -> MatmulPeak:
+    """`matmul_peak_tflops` in the dtype a sweep ran in (``profile.sweep_dtype``), kept with
+    its dtype so that `add_peak_fraction` can refuse a peak of another precision:
+    bfloat16 work against the bfloat16 peak, float32 work against the float32 one (TF32
+    where CUDA matmuls use it, ``torch.get_float32_matmul_precision() != "highest"``).
+    ``device`` None: CUDA when available, else the CPU.
+
+    >>> matmul_peak("cpu", torch.float32, sizes=(64,)).label
+    'fp32 peak'
+    """
+    device = torch.device(device if device is not None else
+                          "cuda" if torch.cuda.is_available() else "cpu")
+    tflops = matmul_peak_tflops(device, dtype, sizes, reps=reps)
+    tf32 = (device.type == "cuda" and dtype == torch.float32
+            and torch.get_float32_matmul_precision() != "highest")
+    return MatmulPeak(tflops, dtype, device.type, tf32)
+
+
+def add_peak_fraction(rows, peak: MatmulPeak) -> list[dict]:
+    """`cost_sweep` rows with ``peak_fraction``: achieved ``tflops`` / ``peak.tflops``
+    (None where a row has no ``tflops``). ``peak`` is a `matmul_peak` measured in the
+    dtype the rows ran in (rows without a dtype ran in float32); another dtype raises."""
+    if not isinstance(peak, MatmulPeak):
+        raise TypeError(f"peak must be a MatmulPeak from matmul_peak(device, dtype), got "
+                        f"{type(peak).__name__}; a bare number does not say its dtype")
+    if not peak.tflops or peak.tflops <= 0:
+        raise ValueError(f"peak.tflops must be positive, got {peak.tflops}")
+    ran = {r.get("dtype") or "float32" for r in rows if r.get("tflops")}
+    if ran - {dtype_name(peak.dtype)}:
+        raise ValueError(f"rows ran in {', '.join(sorted(ran))} but the peak was measured in "
+                         f"{dtype_name(peak.dtype)}; compare work with the peak of its own dtype: "
+                         f"matmul_peak(device, torch.{sorted(ran)[0]})")
+    return [{**r, "peak_fraction": r["tflops"] / peak.tflops if r.get("tflops") else None}
             for r in rows]

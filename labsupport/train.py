@@ -1,16 +1,21 @@
 """Training and evaluation: one loop for every forecaster in the book.
 
-`fit` trains on (inputs, targets) tensors with Adam and an MSE loss, stops early on
-the validation loss, restores the best weights, shows a progress bar and records
-the wall time of each epoch. `evaluate` scores forecasts with MSE and MAE, on the
-scaled values and in the series' original unit.
+`fit` trains on (inputs, targets) tensors with Adam and an MSE loss, with an optional
+learning-rate schedule (`SCHEDULES`: the official PatchTST and DLinear ones), stops early
+on the validation loss, restores the best weights (also when interrupted or when the loss
+turns non-finite), shows a progress bar, records the wall time of each epoch and says why
+it stopped. It seeds its own forked generators and leaves the caller's alone.
+`evaluate` scores forecasts with MSE and MAE, on the scaled values and in the series'
+original unit.
 """
 from __future__ import annotations
 
 import copy
+import math
 import random
 import statistics
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -64,34 +69,120 @@ def _check_pair(name: str, pair):
     return inputs, targets
 
 
+def _check_finite(name: str, inputs, targets) -> None:
+    """Raise naming the tensor and its first window that holds NaN or inf."""
+    tensors = {f"{name} inputs": inputs} if isinstance(inputs, torch.Tensor) else \
+        {f"{name} inputs[{i}]": t for i, t in enumerate(inputs) if t is not None}
+    tensors[f"{name} targets"] = targets
+    for label, t in tensors.items():
+        if not t.is_floating_point():
+            continue
+        bad = ~torch.isfinite(t.reshape(len(t), -1)).all(dim=1)          # (N,): window holds NaN/inf
+        if bad.any():
+            first = int(bad.nonzero()[0])
+            raise ValueError(f"{label} hold NaN or inf values in {int(bad.sum())} window(s), first in "
+                             f"window {first} of {len(t)}; drop or fill them before training, e.g. "
+                             "keep = torch.isfinite(x).flatten(1).all(1) & "
+                             "torch.isfinite(y).flatten(1).all(1)")
+
+
+def _constant(epoch: int) -> float:
+    return 1.0
+
+
+def _type1(epoch: int) -> float:
+    """LTSF-Linear's (DLinear's) ``type1``: lr for two epochs, then halved every epoch."""
+    return 0.5 ** max(0, epoch - 1)
+
+
+def _type3(epoch: int) -> float:
+    """PatchTST's ``type3``: lr for four epochs, then x0.9 every epoch."""
+    return 0.9 ** max(0, epoch - 3)
+
+
+# epoch (from 0) -> multiplier of lr. The official scripts call adjust_learning_rate(epoch + 1)
+# after each epoch, so epoch e trains at the rate those functions give for e (e >= 1) and at
+# lr for e = 0: type1 lr * 0.5 ** max(0, e - 1), type3 lr * 0.9 ** max(0, e - 3).
+SCHEDULES = {"constant": _constant, "type1": _type1, "type3": _type3}
+_SCHEDULE_HELP = "schedule must be None, 'constant', 'type1', 'type3' or a callable epoch -> multiplier"
+
+
+def _schedule(schedule):
+    if schedule is None:
+        return _constant
+    if isinstance(schedule, str):
+        if schedule not in SCHEDULES:
+            raise ValueError(f"{_SCHEDULE_HELP}, got {schedule!r}")
+        return SCHEDULES[schedule]
+    if not callable(schedule):
+        raise TypeError(f"{_SCHEDULE_HELP}, got {type(schedule).__name__} {schedule!r}")
+    return schedule
+
+
+def _rate(lr: float, multiplier, epoch: int) -> float:
+    factor = multiplier(epoch)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor < float("inf"):
+        raise ValueError(f"schedule({epoch}) returned {factor!r}; expected a multiplier > 0 of lr")
+    return lr * factor
+
+
+STOP_REASONS = {
+    "converged": "converged: patience ran out",
+    "epochs": "the epoch budget ran out",
+    "time": "stopped by max_seconds",
+    "interrupted": "interrupted",
+    "diverged": "diverged: non-finite loss",
+}
+
+
 @dataclass
 class History:
-    """What `fit` saw: losses per epoch, seconds per epoch, the epoch kept."""
+    """What `fit` saw: losses, seconds and learning rate per epoch, the epoch kept, why it stopped.
+
+    ``stop_reason``: ``"converged"`` (``patience`` epochs without a better validation loss),
+    ``"epochs"`` (the epoch budget ended first), ``"time"`` (``max_seconds``),
+    ``"interrupted"`` (KeyboardInterrupt, e.g. the notebook's Stop button) or, on the
+    history attached to `fit`'s FloatingPointError, ``"diverged"``.
+    """
 
     train_loss: list = field(default_factory=list)
     val_loss: list = field(default_factory=list)
     epoch_seconds: list = field(default_factory=list)
+    learning_rates: list = field(default_factory=list)
     best_epoch: int = -1
     stopped_early: bool = False
+    stop_reason: str = ""
+    total_seconds: float = 0.0          # training wall time, validation included
+
+    @property
+    def converged(self) -> bool:
+        """True when validation stopped improving (patience ran out), not the budget."""
+        return self.stop_reason == "converged"
 
     @property
     def best_val_loss(self) -> float:
-        return self.val_loss[self.best_epoch]
+        return self.val_loss[self.best_epoch] if self.val_loss else float("nan")
 
     @property
     def seconds_per_epoch(self) -> float:
-        """Median wall time of one training epoch (validation excluded)."""
-        return statistics.median(self.epoch_seconds)
+        """Median wall time of one training epoch (validation excluded); NaN before the first."""
+        return statistics.median(self.epoch_seconds) if self.epoch_seconds else float("nan")
 
     def __str__(self) -> str:
-        stop = ", stopped early" if self.stopped_early else ""
-        return (f"{len(self.train_loss)} epochs{stop}; best val MSE {self.best_val_loss:.4f} "
+        reason = STOP_REASONS.get(self.stop_reason, self.stop_reason)
+        if not self.val_loss:
+            return f"no epoch finished ({reason})"
+        return (f"{len(self.val_loss)} epochs ({reason}); best val MSE {self.best_val_loss:.4f} "
                 f"(epoch {self.best_epoch + 1}); {self.seconds_per_epoch:.2f} s/epoch")
 
 
-def _batches(n: int, batch_size: int, generator=None):
-    order = torch.randperm(n, generator=generator) if generator is not None else torch.arange(n)
-    return order.split(batch_size)
+def _shuffled(n: int, batch_size: int, generator=None):
+    """Batches of a random order; ``generator=None`` draws from torch's global generator."""
+    return torch.randperm(n, generator=generator).split(batch_size)
+
+
+def _batches(n: int, batch_size: int):
+    return torch.arange(n).split(batch_size)
 
 
 @torch.no_grad()
@@ -107,53 +198,148 @@ def predict(model, inputs, *, batch_size: int = 1024, device=None) -> torch.Tens
     return torch.cat(outs)
 
 
+@contextmanager
+def _seeded(seed, device: torch.device):
+    """Yield the batch-order generator. With a seed, torch's generators for dropout (the
+    CPU's and the CUDA device's trained on) are seeded inside and restored on exit."""
+    if seed is None:
+        yield None
+        return
+    cuda = [device.index if device.index is not None else torch.cuda.current_device()] \
+        if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda, device_type="cuda"):
+        torch.random.default_generator.manual_seed(seed)
+        for index in cuda:
+            with torch.cuda.device(index):
+                torch.cuda.manual_seed(seed)
+        yield torch.Generator().manual_seed(seed)
+
+
+def _train_epoch(model, optimiser, train, batches, device, clip, epoch: int) -> float:
+    """One pass over ``batches``; the mean training loss. A non-finite loss raises
+    before it reaches the weights; the first batch's shapes are compared."""
+    model.train()
+    x_train, y_train = train
+    total = 0.0
+    for i, idx in enumerate(batches):
+        forecast, target = model(*_take(x_train, idx, device)), y_train[idx].to(device)
+        if i == 0 and forecast.shape != target.shape:
+            raise ValueError(f"forecast shape {tuple(forecast.shape)} != target shape {tuple(target.shape)}: "
+                             "the model must forecast exactly the targets (B, T, C); check its horizon "
+                             "and channels against the windows'")
+        loss = F.mse_loss(forecast, target)
+        value = loss.item()
+        if not math.isfinite(value):
+            raise FloatingPointError(f"training loss is {value} at epoch {epoch + 1}, batch {i + 1} of "
+                                     f"{len(batches)}")
+        optimiser.zero_grad(set_to_none=True)
+        loss.backward()
+        if clip is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimiser.step()
+        total += value * len(idx)
+    return total / len(y_train)
+
+
+def _stop_reason(waited: int, patience: int, started: float, max_seconds) -> str:
+    if waited >= patience:
+        return "converged"
+    if max_seconds is not None and time.perf_counter() - started > max_seconds:
+        return "time"
+    return ""
+
+
 def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, batch_size: int = 256,
         patience: int = 3, weight_decay: float = 0.0, clip: float | None = 1.0, device=None,
-        seed: int = 0, max_seconds: float | None = None, progress: bool = True,
-        desc: str | None = None) -> History:
+        seed: int | None = 0, max_seconds: float | None = None, progress: bool = True,
+        desc: str | None = None, schedule=None) -> History:
     """Train ``model`` with Adam on the MSE; early stopping on the validation MSE.
 
     ``train`` and ``val`` are ``(inputs (N, L, C), targets (N, T, C))`` tensor pairs;
-    ``inputs`` may be a tuple of tensors passed to the model positionally.
-    Stops after ``patience`` epochs without improvement, or when ``max_seconds`` of
-    training have passed; the weights of the best validation epoch are restored.
+    ``inputs`` may be a tuple of tensors passed to the model positionally. They must be
+    finite (the first window holding NaN or inf is named), and the model's forecast must
+    have the targets' shape.
+    Stops after ``patience`` epochs without improvement, after ``epochs``, when
+    ``max_seconds`` of training have passed, or on KeyboardInterrupt (the notebook's Stop
+    button: the history so far is returned); the weights of the best validation epoch are
+    restored in every case. A non-finite loss raises ``FloatingPointError`` naming the
+    epoch and batch, with the best weights so far restored and the history as ``.history``.
+
+    ``schedule``: the learning rate of epoch e (from 0) is ``lr * schedule(e)``, set at the
+    start of each epoch; None or ``"constant"``, ``"type1"`` (DLinear's official schedule:
+    ``0.5 ** max(0, e - 1)``), ``"type3"`` (PatchTST's: ``0.9 ** max(0, e - 3)``) or a
+    callable. ``seed``: an int makes the batch order and dropout reproducible; torch's
+    generators are seeded inside `torch.random.fork_rng`, so the caller's torch (CPU and the
+    CUDA device trained on), NumPy and ``random`` states are as they were. ``seed=None``
+    draws the batch order and dropout from torch's global generator (seed it first for
+    reproducibility), which ``fit`` then advances. The model's initial weights are the
+    caller's: seed before building it.
     """
     x_train, y_train = _check_pair("train", train)
-    _check_pair("val", val)
+    x_val, y_val = _check_pair("val", val)
+    _check_finite("train", x_train, y_train)
+    _check_finite("val", x_val, y_val)
+    if y_val.shape[1:] != y_train.shape[1:]:
+        raise ValueError(f"val targets are (N, {', '.join(map(str, y_val.shape[1:]))}) but train targets "
+                         f"(N, {', '.join(map(str, y_train.shape[1:]))}); make both with the same horizon "
+                         "and channels")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise TypeError(f"seed must be an int or None, got {seed!r}")
+    multiplier = _schedule(schedule)
     device = pick_device(device)
-    set_seed(seed)
     model.to(device)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
-    generator = torch.Generator().manual_seed(seed)
     history, best_state, waited, started = History(), None, 0, time.perf_counter()
     bar = tqdm(range(epochs), desc=desc or type(model).__name__, leave=False, disable=not progress)
-    for epoch in bar:
-        model.train()
-        t0, total = time.perf_counter(), 0.0
-        for idx in _batches(len(y_train), batch_size, generator):
-            loss = F.mse_loss(model(*_take(x_train, idx, device)), y_train[idx].to(device))
-            optimiser.zero_grad(set_to_none=True)
-            loss.backward()
-            if clip is not None:
-                nn.utils.clip_grad_norm_(model.parameters(), clip)
-            optimiser.step()
-            total += loss.item() * len(idx)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        history.epoch_seconds.append(time.perf_counter() - t0)
-        history.train_loss.append(total / len(y_train))
-        history.val_loss.append(F.mse_loss(predict(model, val[0], device=device), val[1]).item())
-        bar.set_postfix(train=f"{history.train_loss[-1]:.4f}", val=f"{history.val_loss[-1]:.4f}")
-        if best_state is None or history.val_loss[-1] < history.best_val_loss:
-            history.best_epoch, waited = epoch, 0
-            best_state = copy.deepcopy(model.state_dict())
-        else:
-            waited += 1
-        out_of_time = max_seconds is not None and time.perf_counter() - started > max_seconds
-        if waited >= patience or out_of_time:
-            history.stopped_early = epoch < epochs - 1
-            break
-    model.load_state_dict(best_state)
+    try:
+        with _seeded(seed, device) as generator:
+            for epoch in bar:
+                rate = _rate(lr, multiplier, epoch)
+                for group in optimiser.param_groups:
+                    group["lr"] = rate
+                t0 = time.perf_counter()
+                batches = _shuffled(len(y_train), batch_size, generator)
+                train_loss = _train_epoch(model, optimiser, (x_train, y_train), batches, device, clip, epoch)
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                seconds = time.perf_counter() - t0
+                val_loss = F.mse_loss(predict(model, x_val, device=device), y_val).item()
+                if not math.isfinite(val_loss):
+                    raise FloatingPointError(f"validation loss is {val_loss} after epoch {epoch + 1}")
+                history.learning_rates.append(rate)
+                history.epoch_seconds.append(seconds)
+                history.train_loss.append(train_loss)
+                history.val_loss.append(val_loss)
+                bar.set_postfix(train=f"{train_loss:.4f}", val=f"{val_loss:.4f}")
+                if best_state is None or val_loss < history.best_val_loss:
+                    history.best_epoch, waited = epoch, 0
+                    best_state = copy.deepcopy(model.state_dict())
+                else:
+                    waited += 1
+                history.stop_reason = _stop_reason(waited, patience, started, max_seconds)
+                if history.stop_reason:
+                    break
+            else:
+                history.stop_reason = "epochs"
+    except KeyboardInterrupt:
+        history.stop_reason = "interrupted"
+        if progress:
+            print(f"fit interrupted: {history}")
+    except FloatingPointError as err:
+        history.stop_reason = "diverged"
+        kept = (f"the weights of epoch {history.best_epoch + 1} (best val MSE {history.best_val_loss:.4g}) "
+                "are restored" if best_state is not None else "no epoch finished, nothing to restore")
+        err.args = (f"{err.args[0]}: {kept}. Try a smaller lr (now {lr:g}), gradient clipping "
+                    f"(clip={clip}), or look for a division by zero or a log of a non-positive value "
+                    "in the model; the data were checked finite",)
+        err.history = history
+        raise
+    finally:
+        bar.close()
+        history.total_seconds = time.perf_counter() - started
+        history.stopped_early = history.stop_reason != "epochs" and len(history.val_loss) < epochs
+        if best_state is not None:
+            model.load_state_dict(best_state)
     return history
 
 

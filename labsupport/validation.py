@@ -6,6 +6,9 @@ got (2, 4, 128, 64), (2, 4, 128, 32), (2, 4, 128, 32)``.
 """
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
 
 QKV_LEGEND = "expected q (B,H,L,D), k (B,H,S,D), v (B,H,S,Dv)"
@@ -15,11 +18,12 @@ def _shape(t) -> tuple:
     return tuple(t.shape)
 
 
-def check_attention_inputs(q, k, v, mask=None, bias=None) -> None:
-    """Raise ``TypeError``/``ValueError`` unless q, k, v (and mask, bias) fit one attention call.
+def check_attention_inputs(q, k, v, mask=None, bias=None, *, scale=None, dropout_p=0.0) -> None:
+    """Raise ``TypeError``/``ValueError`` unless q, k, v (and mask, bias, scale, dropout_p) fit
+    one attention call.
 
     Shapes: q (..., L, D), k (..., S, D), v (..., S, Dv); mask bool and bias float, both
-    broadcastable to (..., L, S).
+    broadcastable to (..., L, S); scale None or a finite number; dropout_p in [0, 1].
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
@@ -49,6 +53,9 @@ def check_attention_inputs(q, k, v, mask=None, bias=None) -> None:
             kind = bias.dtype if isinstance(bias, torch.Tensor) else type(bias).__name__
             raise TypeError(f"bias must be a float tensor added to the scores, got {kind}")
         _check_broadcast("bias", bias, q, k)
+    if scale is not None:
+        check_finite_number("scale", scale)
+    check_probability("dropout_p", dropout_p)
 
 
 def _check_broadcast(name, t, q, k) -> None:
@@ -60,11 +67,35 @@ def _check_broadcast(name, t, q, k) -> None:
         raise ValueError(f"{name} on {t.device} but q on {q.device}")
 
 
+def _is_int(value) -> bool:
+    """Python and NumPy integers (``np.int64(48)`` from an array), never bools."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _show(value) -> str:
+    """``value`` for a message: NumPy integers as plain ints (48, not np.int64(48))."""
+    return str(int(value)) if _is_int(value) else repr(value)
+
+
 def check_positive_int(name: str, value) -> int:
-    """Return ``value`` if it is a positive int, else raise naming the argument."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
+    """Return ``value`` as an int if it is a positive integer, else raise naming the argument."""
+    if not _is_int(value) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {_show(value)}")
+    return int(value)
+
+
+def check_finite_number(name: str, value) -> float:
+    """Return ``value`` as a float if it is a finite real number (not a bool), else raise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def check_probability(name: str, value) -> float:
+    """Return ``value`` as a float if it is a probability in [0, 1], else raise naming the argument."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
+    return float(value)
 
 
 def check_rank(name: str, x: torch.Tensor, rank: int, legend: str) -> None:
@@ -76,10 +107,10 @@ def check_rank(name: str, x: torch.Tensor, rank: int, legend: str) -> None:
 
 
 def check_nonnegative_int(name: str, value) -> int:
-    """Return ``value`` if it is an int >= 0, else raise naming the argument."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name} must be an int >= 0, got {value!r}")
-    return value
+    """Return ``value`` as an int if it is an integer >= 0, else raise naming the argument."""
+    if not _is_int(value) or value < 0:
+        raise ValueError(f"{name} must be an int >= 0, got {_show(value)}")
+    return int(value)
 
 
 def check_self_attention(kernel: str, q, k, v) -> None:
@@ -103,3 +134,9 @@ def check_shape(name: str, t, expected: tuple, legend: str) -> None:
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if tuple(t.shape) != tuple(expected):
         raise ValueError(f"{name} shape {_shape(t)} != expected {legend} = {tuple(expected)}")
+
+
+def check_instance(name: str, value, kind: type, expected: str) -> None:
+    """Raise ``TypeError`` unless ``value`` is a ``kind``; ``expected`` says what to pass."""
+    if not isinstance(value, kind):
+        raise TypeError(f"{name} must be {expected}, got {type(value).__name__}")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "benchmark_ett.py"
 HEADER = "date,HUFL,HULL,MUFL,MULL,LUFL,LULL,OT"
@@ -51,20 +52,109 @@ QUICK = ["--horizon", "96", "--epochs", "1", "--max-seconds", "5", "--stride", "
          "--no-progress"]
 
 
-def test_short_run_prints_ours_beside_the_published_numbers(etth1, capsys):
+def table_rows(out: str) -> dict:
+    """The printed table's rows at horizon 96, by model, split into cells."""
+    header = next(line for line in out.splitlines() if line.lstrip().startswith("horizon"))
+    assert header.split()[:9] == ["horizon", "model", "seeds", "MSE", "+-", "MAE", "+-", "sub.MSE", "sub.MAE"]
+    return {line.split()[1]: line.split() for line in out.splitlines() if line.lstrip().startswith("96 ")}
+
+
+def test_short_run_prints_ours_and_the_ridge_beside_the_published_numbers(etth1, capsys):
     assert bench.main(["--data", str(etth1), *QUICK]) == 0
     out = capsys.readouterr().out
     assert "not the upstream ETTh1.csv" in out and "--stride 96 keeps one window in 96" in out
-    header = next(line for line in out.splitlines() if line.lstrip().startswith("horizon"))
-    assert header.split()[:4] == ["horizon", "model", "MSE", "MAE"] and "pub. MSE" in header
-    rows = {line.split()[1]: line.split() for line in out.splitlines() if line.lstrip().startswith("96 ")}
-    assert set(rows) == {"PatchTransformer", "DLinear"}
-    patch, dlinear = rows["PatchTransformer"], rows["DLinear"]
-    assert patch[4:7] == ["PatchTST/42", "0.375", "0.399"] and dlinear[4:7] == ["DLinear", "0.375", "0.399"]
-    for row in (patch, dlinear):
-        mse, mae = float(row[2]), float(row[3])
-        assert 0 < mae and 0 < mse < 10 and row[7] == "1"         # one epoch
+    rows = table_rows(out)
+    assert set(rows) == {"PatchTransformer", "DLinear", "ridge"}
+    patch, dlinear, ridge = rows["PatchTransformer"], rows["DLinear"], rows["ridge"]
+    assert patch[9:12] == ["PatchTST/42", "0.375", "0.399"] and dlinear[9:12] == ["DLinear", "0.375", "0.399"]
+    assert ridge[9:12] == ["-", "-", "-"] and ridge[12] == "-"                 # nothing published, no epochs
+    for row in (patch, dlinear, ridge):
+        mse, mae = float(row[3]), float(row[5])
+        assert 0 < mae and 0 < mse < 10 and row[2] == "1" and row[4] == "-"    # one seed: no spread
+    assert patch[12] == dlinear[12] == "1"                                     # one epoch
+    assert "PatchTransformer: lr 0.0001, batch 128, schedule type3" in out
+    assert "DLinear: lr 0.005, batch 32, schedule type1" in out
     assert "arXiv:2211.14730" in out and "long training runs on GPUs" in out
+
+
+def test_official_settings_by_default_and_overrides(etth1):
+    args = bench.parse_args(["--data", str(etth1)])
+    patch, dlinear = bench.plans(args, horizon=96, channels=7)
+    assert (patch.lr, patch.batch, patch.epochs, patch.patience, patch.schedule) == (
+        1e-4, 128, 100, 100, "type3")
+    assert (dlinear.lr, dlinear.batch, dlinear.epochs, dlinear.patience, dlinear.schedule) == (
+        0.005, 32, 10, 3, "type1")
+    model = patch.build()                                    # PatchTST's backbone as published
+    assert model.n_patches == 42 and isinstance(model.encoder.layers[0].norm1, torch.nn.BatchNorm1d)
+    assert model.encoder.layers[0].attn.dropout == 0.0 and model.encoder.layers[0].ff.dropout.p == 0.3
+    args = bench.parse_args(["--data", str(etth1), "--schedule", "constant", "--epochs", "7",
+                             "--patience", "2", "--batch-size", "64", "--backbone", "book"])
+    patch, dlinear = bench.plans(args, horizon=96, channels=7)
+    for plan in (patch, dlinear):
+        assert (plan.batch, plan.epochs, plan.patience, plan.schedule) == (64, 7, 2, "constant")
+    book = patch.build()
+    assert book.n_patches == 41 and book.encoder.layers[0].attn.dropout == 0.3
+
+
+def test_both_scorings_every_window_and_the_official_subset():
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(300, 336, 2, generator=g), torch.randn(300, 4, 2, generator=g)
+    y[256:] += 5.0                                           # the last partial batch is much worse
+    zero = lambda inputs: torch.zeros(len(inputs), 4, 2)    # noqa: E731
+    mse, mae, sub_mse, sub_mae, kept = bench.scores(zero, (x, y), batch=128, device="cpu")
+    assert kept == 256                                       # 300 // 128 full batches of 128
+    assert mse == pytest.approx(y.pow(2).mean().item()) and mae == pytest.approx(y.abs().mean().item())
+    assert sub_mse == pytest.approx(y[:256].pow(2).mean().item()) and sub_mse < mse / 2
+    assert sub_mae == pytest.approx(y[:256].abs().mean().item())
+    assert bench.scores(zero, (x, y), batch=32, device="cpu")[4] == 288
+    assert bench.scores(zero, (x[:100], y[:100]), batch=128, device="cpu")[2] != bench.scores(
+        zero, (x[:100], y[:100]), batch=128, device="cpu")[2]                  # no full batch: NaN
+
+
+def test_ridge_row_is_the_closed_form_fitted_on_validation():
+    from labsupport.models import RidgeForecaster
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(400, 336, 3, generator=g)
+    y = 0.5 * x[:, -96:] + 0.1 * torch.randn(400, 96, 3, generator=g)
+    train, val, test = (x[:200], y[:200]), (x[200:300], y[200:300]), (x[300:], y[300:])
+    row = bench.ridge_row(96, train, val, test, batch=64)
+    ridge = RidgeForecaster(lookback=336, horizon=96, channels=3).fit(train, val)
+    error = ridge(test[0]) - test[1]
+    assert row.model == "ridge" and row.published is None and row.seeds == 1
+    assert row.mse == pytest.approx(error.pow(2).mean().item(), rel=1e-6)
+    assert row.sub_mse == pytest.approx(error[:64].pow(2).mean().item(), rel=1e-6) and row.sub_windows == 64
+    assert row.mse < 0.5 * y[300:].pow(2).mean().item()     # it did learn the map
+
+
+def test_seeds_give_the_mean_and_the_spread(etth1, capsys):
+    runs = [(0.3, 0.4, 0.31, 0.41, 256, 5, 2.0), (0.5, 0.6, 0.49, 0.59, 256, 7, 4.0)]
+    row = bench.summarise(96, "DLinear", "DLinear", (0.375, 0.399), runs, windows=300)
+    assert (row.mse, row.mae, row.sub_mse, row.seconds, row.seeds) == pytest.approx((0.4, 0.5, 0.4, 3.0, 2))
+    assert row.mse_sd == pytest.approx(0.2 / 2 ** 0.5) and row.mae_sd == pytest.approx(0.2 / 2 ** 0.5)
+    args = bench.parse_args(["--data", str(etth1), *QUICK, "--seeds", "2"])
+    results = bench.run(bench.load_data(args), args)
+    trained = [r for r in results if r.model != "ridge"]
+    assert all(r.seeds == 2 and r.mse_sd > 0 for r in trained)              # two seeds, two results
+    assert bench.main(["--data", str(etth1), *QUICK, "--seeds", "2"]) == 0
+    rows = table_rows(capsys.readouterr().out)
+    assert rows["DLinear"][2] == "2" and float(rows["DLinear"][4]) >= 0
+
+
+def test_time_epoch_needs_no_data_and_compares_with_a_minimal_patchtst(monkeypatch, capsys):
+    monkeypatch.setattr(bench, "TIME_WINDOWS", 32)           # 2 steps of 16: a smoke test, not a timing
+    monkeypatch.setattr(bench, "TIME_BATCH", 16)
+    monkeypatch.setattr(bench, "TIME_STEPS", 1)
+    assert bench.main(["--time-epoch", "--device", "cpu", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split("  ")[0].strip(): line.split()[-3:] for line in out.splitlines()
+            if line.startswith(("PatchTransformer", "minimal"))}
+    assert set(rows) == {"PatchTransformer (patchtst)", "PatchTransformer (book)", "minimal PatchTST"}
+    assert rows["minimal PatchTST"][2] == "1.00"
+    assert all(float(cells[0]) > 0 and float(cells[2]) > 0 for cells in rows.values())
+    reference = bench.MinimalPatchTST(lookback=336, horizon=96).eval()
+    assert reference.head.in_features == 42 * 16
+    x = torch.randn(2, 336, 3)
+    torch.testing.assert_close(reference(2 * x + 1), 2 * reference(x) + 1, atol=1e-4, rtol=1e-4)
 
 
 def test_name_from_option_and_not_available(tmp_path):
@@ -96,6 +186,9 @@ def test_published_table_is_complete_and_plausible():
     (["--data", "{path}", "--horizon", "x"], r"--horizon: invalid int value: 'x'"),
     (["--data", "{path}", "--epochs", "0"], r"--epochs: expected a positive int, got '0'"),
     ([], r"pass either --data PATH .* or --download"),
+    (["--time-epoch", "--data", "{path}"], r"--time-epoch generates its own windows; drop --data"),
+    (["--data", "{path}", "--schedule", "cosine"], r"--schedule: invalid choice: 'cosine'"),
+    (["--data", "{path}", "--seeds", "0"], r"--seeds: expected a positive int, got '0'"),
     (["--data", "{path}", "--download"], r"pass either --data PATH"),
 ])
 def test_bad_inputs_give_clear_errors(etth1, tmp_path, capsys, argv, message):

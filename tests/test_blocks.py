@@ -5,6 +5,7 @@ from torch import nn
 from conftest import tol
 from labsupport.attention import causal_mask
 from labsupport.layers import DecoderBlock, FeedForward, TransformerBlock, TransformerEncoder
+from labsupport.positional import RotaryEmbedding
 
 
 @pytest.mark.parametrize("norm_first", [True, False])
@@ -86,3 +87,131 @@ def test_encoder_returns_weights_per_layer():
     out, weights = encoder(torch.randn(2, 9, 16), is_causal=True, return_weights=True)
     assert out.shape == (2, 9, 16) and len(weights) == 3 and weights[0].shape == (2, 4, 9, 9)
     assert weights[1][..., ~causal_mask(9)].abs().max() == 0
+
+
+# --- issue 21: PatchTST's backbone (BatchNorm over the tokens, attention-weight dropout apart) ---
+
+def test_batch_norm_normalises_each_feature_over_every_token_as_patchtst_does():
+    from labsupport.layers import make_norm
+    norm = make_norm("batch", 6)
+    x = 3.0 * torch.randn(4, 9, 6) + torch.arange(6.0)                 # (B, L, d_model)
+    y = norm(x)                                                        # training mode: batch statistics
+    mean, var = x.mean(dim=(0, 1)), x.var(dim=(0, 1), unbiased=False)  # over B*L tokens, per feature
+    torch.testing.assert_close(y, (x - mean) / (var + norm.eps).sqrt(), atol=1e-5, rtol=1e-5)
+    ref = nn.BatchNorm1d(6)                                            # PatchTST: transpose, BatchNorm1d
+    torch.testing.assert_close(y, ref(x.transpose(1, 2)).transpose(1, 2), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(norm.running_mean, ref.running_mean)
+    norm.eval()
+    torch.testing.assert_close(norm(x[:1]), ref.eval()(x[:1].transpose(1, 2)).transpose(1, 2))
+    assert isinstance(make_norm("layer", 6), nn.LayerNorm)
+    with pytest.raises(ValueError, match=r"norm must be 'layer' or 'batch', got 'group'"):
+        make_norm("group", 6)
+
+
+def test_block_norm_option_builds_its_norms_and_post_norm_output_is_batch_normalised():
+    from labsupport.layers import make_norm
+    block = TransformerBlock(8, 2, 16, norm="batch", norm_first=False)
+    assert all(type(n) is type(make_norm("batch", 8)) for n in (block.norm1, block.norm2))
+    out = block(torch.randn(5, 7, 8))                 # post-norm: the last step is norm2, per feature
+    torch.testing.assert_close(out.mean(dim=(0, 1)), torch.zeros(8), atol=1e-5, rtol=0)
+    torch.testing.assert_close(out.var(dim=(0, 1), unbiased=False), torch.ones(8), atol=1e-3, rtol=0)
+    encoder = TransformerEncoder(8, 2, 2, 16, norm="batch", norm_first=True)
+    assert type(encoder.norm) is type(make_norm("batch", 8))
+    assert all(type(layer.norm1) is nn.LayerNorm for layer in TransformerEncoder(8, 2, 2).layers)
+    with pytest.raises(ValueError, match=r"load_torch_weights needs norm='layer'.*got norm='batch'"):
+        block.load_torch_weights(nn.TransformerEncoderLayer(8, 2, 16, batch_first=True))
+
+
+def test_attention_weight_dropout_is_its_own_setting():
+    x = torch.randn(2, 6, 8)
+    only_attention = TransformerBlock(8, 2, 16, dropout=0.0, attn_dropout=0.5).train()
+    assert not torch.allclose(only_attention(x), only_attention(x))
+    residual_only = TransformerBlock(8, 2, 16, dropout=0.5, attn_dropout=0.0)
+    assert residual_only.attn.dropout == 0.0 and residual_only.ff.dropout.p == 0.5
+    assert TransformerBlock(8, 2, 16, dropout=0.3).attn.dropout == 0.3      # default: as before
+    assert all(layer.attn.dropout == 0.0 for layer in TransformerEncoder(8, 2, 2, dropout=0.2,
+                                                                         attn_dropout=0.0).layers)
+
+
+# --- the blocks are their Math lines, exactly (pins the outputs the notebooks check) ----
+
+BLOCK_VARIANTS = {
+    "pre-norm": {},
+    "post-norm": dict(norm_first=False),
+    "residual, no LayerNorm": dict(layer_norm=False),
+    "no residual, no LayerNorm": dict(residual=False, layer_norm=False),
+    "post-norm, no residual": dict(norm_first=False, residual=False),
+}
+
+
+def seeded(cls, *args, **options):
+    torch.manual_seed(0)
+    return cls(*args, **options).double().eval()
+
+
+def fixed_input(*shape):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("variant", BLOCK_VARIANTS)
+def test_block_is_its_math_line_exactly(variant, causal):
+    block = seeded(TransformerBlock, 16, 4, 32, **BLOCK_VARIANTS[variant])
+    x = fixed_input(2, 7, 16)
+    keep = 1.0 if block.residual else 0.0                  # the residual ablation drops the x +
+
+    def attn(h):
+        return block.attn(h, is_causal=causal)
+
+    if block.norm_first:                                   # x = x + MHA(LN1(x)); x = x + FFN(LN2(x))
+        h = keep * x + attn(block.norm1(x))
+        expected = keep * h + block.ff(block.norm2(h))
+    else:                                                  # x = LN1(x + MHA(x)); x = LN2(x + FFN(x))
+        h = block.norm1(keep * x + attn(x))
+        expected = block.norm2(keep * h + block.ff(h))
+    assert torch.equal(block(x, is_causal=causal), expected)
+    out, weights = block(x, is_causal=causal, return_weights=True)
+    torch.testing.assert_close(out, expected, **tol(torch.float64))
+    assert weights.shape == (2, 4, 7, 7)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_decoder_block_is_its_math_line_exactly(norm_first):
+    block = seeded(DecoderBlock, 16, 4, 32, norm_first=norm_first)
+    x, memory = fixed_input(2, 5, 16), fixed_input(2, 9, 16)
+    (n1, n2, n3) = block.norms
+
+    def self_attn(h):
+        return block.self_attn(h, is_causal=True)
+
+    def cross_attn(h):
+        return block.cross_attn(h, memory)
+
+    if norm_first:
+        h = x + self_attn(n1(x))
+        h = h + cross_attn(n2(h))
+        expected = h + block.ff(n3(h))
+    else:
+        h = n1(x + self_attn(x))
+        h = n2(h + cross_attn(h))
+        expected = n3(h + block.ff(h))
+    assert torch.equal(block(x, memory), expected)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_block_with_a_prefix_equals_the_block_over_the_whole_sequence(norm_first):
+    block = seeded(TransformerBlock, 16, 4, 32, norm_first=norm_first)
+    x = fixed_input(2, 9, 16)
+    full = block(x, is_causal=True)
+    for P in (0, 4, 8):                  # cached inputs of the block, then the new tokens
+        torch.testing.assert_close(block(x[:, P:], prefix=x[:, :P], is_causal=True), full[:, P:],
+                                   **tol(torch.float64))
+    positions = torch.arange(9) * 2.5                           # positions cover prefix and x
+    rope = seeded(TransformerBlock, 16, 4, 32, position=RotaryEmbedding(4))
+    torch.testing.assert_close(rope(x[:, 4:], prefix=x[:, :4], positions=positions, is_causal=True),
+                               rope(x, positions=positions, is_causal=True)[:, 4:], **tol(torch.float64))
+    with pytest.raises(ValueError,
+                       match=r"prefix must be \(B, P, d_model\) = \(2, P, 16\) .* got \(1, 4, 16\)"):
+        rope(x[:, 4:], prefix=x[:1, :4])
+    with pytest.raises(ValueError, match=r"positions cover prefix and x: \(P \+ L,\) = \(9,\) .* got \(5,\)"):
+        rope(x[:, 4:], prefix=x[:, :4], positions=positions[4:])

@@ -57,3 +57,28 @@ def test_notebook_pages_have_colab_and_download_buttons(built_html):
 def test_bibliography_is_rendered(built_html):
     html = (built_html / "chapters" / "12_1_self_attention.html").read_text().lower()
     assert "attention is all you need" in html and "a time series is worth 64 words" in html
+
+
+def test_the_provenance_page_has_a_row_per_notebook(built_html):
+    """provenance.md: one row per notebook, in the book's order, each with its record
+    or "not recorded" (labsupport.sphinx_provenance); the build above had -W."""
+    from labsupport.sphinx_provenance import COLUMNS
+
+    html = (built_html / "provenance.html").read_text()
+    rows = [[" ".join(re.sub(r"<[^>]+>", " ", c).split()) for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", r, re.S)]
+            for r in re.findall(r"<tr[^>]*>(.*?)</tr>", html, re.S)]
+    assert rows[0] == list(COLUMNS)
+    notebooks = [name for name in toc_files() if name.startswith("chapters/")]
+    [table] = re.findall(r"<table.*?</table>", html, re.S)
+    assert re.findall(r'href="([^"#]+)\.html"', table) == notebooks
+    assert len(rows) == 1 + len(notebooks)
+    for row in rows[1:]:
+        assert len(row) == len(COLUMNS) and (row[1] == "not recorded" or row[4] in ("cpu", "gpu")), row
+
+
+def test_the_setup_cell_is_hidden_in_the_html(built_html):
+    """Boilerplate to a reader (tag remove-input); the notebook keeps it (test_notebooks.py)."""
+    for name in toc_files():
+        if name.startswith("chapters/"):
+            html = visible((built_html / f"{name}.html").read_text())
+            assert "Setup: on Colab" not in html and "google.colab" not in html, name

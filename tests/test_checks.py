@@ -4,6 +4,7 @@ import torch
 
 from labsupport import checks
 from labsupport.checks import NOT_ANSWERED
+from wrong_answers import WRONG_ANSWERS, missing
 
 
 def unanswered(*args):
@@ -31,6 +32,14 @@ def expect(result, passed, fragment):
 def test_every_check_explains_unanswered_and_crashing_code(check):
     expect(check(unanswered), False, NOT_ANSWERED)
     expect(check(crashes), False, "raised IndexError: boom")
+
+
+@pytest.mark.parametrize("name", sorted(checks.CHECKS))
+def test_the_typical_wrong_answer_gets_its_hint(name):
+    """The table that tests/test_grading.py writes into nbgrader submissions."""
+    assert name in WRONG_ANSWERS, missing(name)
+    wrong = WRONG_ANSWERS[name]
+    expect(checks.CHECKS[name](wrong.function()), False, wrong.hint)
 
 
 def test_attention_weights():
@@ -315,3 +324,235 @@ def test_decayed_linear_attention():
     expect(checks.decayed_linear_attention(lambda q, k, v, g: v * g), False, "causal linear_attention")
     expect(checks.decayed_linear_attention(lambda q, k, v, g: decayed()(q, k, v, g ** 2)), False,
            "gamma^(t - j)")
+
+
+# --- a check is kind to the notebook (issue 17 item 2, issue 19 items 2, 6, 10) ------------
+
+def _rotate_right(x, position):
+    from labsupport.checks.positional import _rotate
+    return _rotate(x, position)
+
+
+def _sinusoidal_right(L, d):
+    from labsupport.checks.positional import _table
+    return _table(L, d)
+
+
+RIGHT = {   # one right answer per check, written as a student would
+    "attention_weights": weights(),
+    "causal_attention": causal(),
+    "score_matrix_bytes": lambda b, h, L, dt: b * h * L * L * torch.tensor([], dtype=dt).element_size(),
+    "split_heads": lambda x, H: x.view(x.shape[0], x.shape[1], H, -1).transpose(1, 2),
+    "feed_forward": lambda x, w1, b1, w2, b2: torch.relu(x @ w1.T + b1) @ w2.T + b2,
+    "pre_norm_block": lambda x, attn, ff, n1, n2: (lambda h: h + ff(n2(h)))(x + attn(n1(x))),
+    "peeks": peeks_right,
+    "seasonal_naive": lambda x, p, h: x[:, -p:].repeat(1, -(-h // p), 1)[:, :h],
+    "block_parameters": lambda d, h, f: 4 * (d * d + d) + 2 * d * f + f + d + 4 * d,
+    "sinusoidal": _sinusoidal_right,
+    "rotate_pairs": _rotate_right,
+    "alibi_slopes": lambda n: [2 ** (-8 * (i + 1) / n) for i in range(n)],
+    "hour_features": lambda h: torch.stack([(2 * torch.pi * h / 24).sin(), (2 * torch.pi * h / 24).cos()], -1),
+    "online_step": online(),
+    "compress_mean": lambda s, r: s.view(s.shape[0], -1, r, s.shape[-1]).mean(2),
+    "patch_count": lambda L, P, S: (L - P) // S + 1,
+    "elu_feature_map": lambda x: torch.nn.functional.elu(x) + 1,
+    "positive_features": lambda x, w: torch.exp(x @ w.T - x.pow(2).sum(-1, keepdim=True) / 2) / w.shape[0] ** 0.5,
+    "blocked_local_attention": blocked(),
+    "decayed_linear_attention": decayed(),
+    "predicted_peak": lambda: (2 * 2 * 4 * 1024 * 1024 + 2 * 4 * 1024 * 64) * 4,
+}
+
+
+def test_every_check_has_a_right_answer_here():
+    assert sorted(RIGHT) == sorted(checks.CHECKS)
+    for name, answer in RIGHT.items():
+        expect(checks.CHECKS[name](answer), True, "")
+
+
+def scribbles_on_its_inputs(answer):
+    """A right answer that then overwrites every tensor it was given (as `x += ...`,
+    `q /= sqrt(d)` or `F.elu(x, inplace=True)` do)."""
+    def fn(*args):
+        result = answer(*args)
+        result = result.clone() if isinstance(result, torch.Tensor) else result
+        for a in args:
+            if isinstance(a, torch.Tensor) and a.is_floating_point():
+                a.mul_(-3.0).add_(1.0)
+        return result
+    return fn
+
+
+TAKES_TENSORS = [n for n in RIGHT if n not in ("score_matrix_bytes", "block_parameters", "sinusoidal",
+                                               "alibi_slopes", "patch_count", "peeks", "predicted_peak")]
+
+
+@pytest.mark.parametrize("name", TAKES_TENSORS)
+def test_a_right_answer_that_edits_its_inputs_passes_with_a_note(name):
+    result = checks.CHECKS[name](scribbles_on_its_inputs(RIGHT[name]))
+    expect(result, True, "changed its input")
+    expect(result, True, "in place")
+
+
+def test_the_in_place_answers_students_write_pass():
+    import torch.nn.functional as F
+
+    def pre_norm(x, attn, ff, n1, n2):
+        x += attn(n1(x))
+        x += ff(n2(x))
+        return x
+
+    def weights_in_place(q, k):
+        q /= q.shape[-1] ** 0.5
+        return (q @ k.transpose(-2, -1)).softmax(-1)
+
+    def compress(states, rate):
+        states /= rate
+        return states.view(states.shape[0], -1, rate, states.shape[-1]).sum(2)
+
+    expect(checks.pre_norm_block(pre_norm), True, "changed its input `x` in place")
+    expect(checks.attention_weights(weights_in_place), True, "changed its input `q` in place")
+    expect(checks.elu_feature_map(lambda x: F.elu(x, inplace=True) + 1), True, "`x` in place")
+    expect(checks.compress_mean(compress), True, "`states` in place")
+
+
+def test_an_in_place_mistake_names_the_mistake_and_the_edit():
+    def no_residual(x, attn, ff, n1, n2):
+        x.zero_()
+        return ff(n2(attn(n1(x + 1))))
+    result = checks.pre_norm_block(no_residual)
+    expect(result, False, "changed its input `x` in place")
+
+
+def draws_random_numbers(answer):
+    import random
+    import numpy as np
+
+    def fn(*args):
+        torch.randn(3), np.random.rand(), random.random()
+        return answer(*args)
+    return fn
+
+
+@pytest.mark.parametrize("name", sorted(RIGHT))
+def test_a_check_leaves_every_global_generator_as_it_found_it(name):
+    import random
+    import numpy as np
+    torch.manual_seed(123), np.random.seed(123), random.seed(123)
+    expected = torch.rand(2), np.random.rand(2), random.random()
+    torch.manual_seed(123), np.random.seed(123), random.seed(123)
+    checks.CHECKS[name](draws_random_numbers(RIGHT[name]))
+    got = torch.rand(2), np.random.rand(2), random.random()
+    assert torch.equal(got[0], expected[0]) and (got[1] == expected[1]).all() and got[2] == expected[2]
+
+
+@pytest.mark.parametrize("name", sorted(RIGHT))
+def test_a_function_that_returns_none_is_told_so(name):
+    expect(checks.CHECKS[name](lambda *args: None), False, "returned None: end it with `return")
+
+
+@pytest.mark.parametrize("name", sorted(RIGHT))
+def test_something_else_than_a_function_is_named(name):
+    expect(checks.CHECKS[name](None), False, "pass your function itself to the check, got NoneType")
+    expect(checks.CHECKS[name](torch.ones(3)), False, "got Tensor")
+
+
+@pytest.mark.parametrize("name", sorted(RIGHT))
+def test_a_function_that_hangs_is_stopped_with_a_hint(name, monkeypatch):
+    import time
+    from labsupport.checks import core
+    monkeypatch.setattr(core, "TIME_LIMIT_S", 0.2)
+    start = time.monotonic()
+    expect(checks.CHECKS[name](lambda *args: time.sleep(30)), False, "ran longer than 0.2 s")
+    assert time.monotonic() - start < 5
+
+
+def test_the_time_limit_gives_an_outer_timer_back():
+    import signal
+    import time
+    from labsupport.checks import core
+    fired = []
+    previous = signal.signal(signal.SIGALRM, lambda *a: fired.append(True))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 1.0)
+        with core._time_limit(5.0):
+            pass
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 0.5 < left <= 1.0                       # the outer timer still runs, not reset to 5 s
+        time.sleep(1.2)
+        assert fired == [True]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+NUMBER_CHECKS = ["score_matrix_bytes", "block_parameters", "patch_count"]
+
+
+@pytest.mark.parametrize("name", NUMBER_CHECKS)
+def test_numpy_and_tensor_numbers_are_numbers(name):
+    import numpy as np
+    right = RIGHT[name]
+    expect(checks.CHECKS[name](lambda *a: np.int64(right(*a))), True, "")
+    expect(checks.CHECKS[name](lambda *a: float(right(*a))), True, "")
+    expect(checks.CHECKS[name](lambda *a: torch.tensor(right(*a))), True, "")
+    expect(checks.CHECKS[name](lambda *a: float("nan")), False, "returned nan")
+    expect(checks.CHECKS[name](lambda *a: True), False, "got bool")
+
+
+def test_numpy_bools_and_sequences_are_accepted():
+    import numpy as np
+    expect(checks.peeks(lambda m, x, t: np.bool_(peeks_right(m, x, t))), True, "catches")
+    slopes = RIGHT["alibi_slopes"]
+    expect(checks.alibi_slopes(lambda n: np.array(slopes(n))), True, "geometric")
+    expect(checks.alibi_slopes(lambda n: torch.tensor(slopes(n), dtype=torch.float32)), True, "geometric")
+    expect(checks.alibi_slopes(lambda n: 0.5), False, "should return a list or a tensor of slopes, got float")
+
+
+TENSOR_CHECKS = [n for n in TAKES_TENSORS if n != "online_step"] + ["sinusoidal"]
+
+
+@pytest.mark.parametrize("name", TENSOR_CHECKS)
+def test_a_right_float32_answer_passes(name):
+    right = RIGHT[name]
+    expect(checks.CHECKS[name](lambda *a: right(*a).float()), True, "")
+
+
+@pytest.mark.parametrize("name", [n for n in TENSOR_CHECKS if n != "causal_attention"])
+def test_a_nan_answer_is_told_where_the_nan_is(name):
+    right = RIGHT[name]
+
+    def with_nan(*args):
+        out = right(*args).contiguous().clone()
+        out.view(-1)[1] = float("nan")
+        return out
+    expect(checks.CHECKS[name](with_nan), False, "holds NaN or inf (first at index")
+
+
+@pytest.mark.parametrize("name", TENSOR_CHECKS)
+def test_a_half_precision_answer_is_told_to_keep_the_dtype(name):
+    right = RIGHT[name]
+    expect(checks.CHECKS[name](lambda *a: right(*a).half()), False, "keeps about 3 digits")
+
+
+def test_online_step_names_a_malformed_state():
+    expect(checks.online_step(lambda m, l, acc, s, v: (m, l)), False, "tuple (m, l, acc), got tuple")
+    expect(checks.online_step(lambda m, l, acc, s, v: acc), False, "tuple (m, l, acc), got Tensor")
+    expect(checks.online_step(lambda m, l, acc, s, v: (m, l, acc[:, :1])), False,
+           "online_step's acc should have shape (5, 3)")
+
+
+def test_blocked_local_attention_does_not_count_the_checks_copies():
+    """The largest-tensor probe wraps the student's code only: a right answer that builds
+    no tensor larger than q sees q's own size at most."""
+    result = checks.blocked_local_attention(RIGHT["blocked_local_attention"])
+    expect(result, True, "the largest tensor had 6144 elements")
+
+
+def test_predicted_peak_names_the_usual_mistakes():
+    B, H, L, d = 2, 4, 1024, 64
+    one = B * H * L * L * 4
+    expect(checks.predicted_peak(lambda: 2 * one), True, "within 5% of the measured peak")
+    expect(checks.predicted_peak(lambda: one), False, "naive attention holds two at once")
+    expect(checks.predicted_peak(lambda: 2 * L * L * 4), False, "for one sequence and one head")
+    expect(checks.predicted_peak(lambda: 2 * B * H * L * L), False, "float32 takes 4 bytes")
+    expect(checks.predicted_peak(lambda: "69 MB"), False, "return a number of bytes")

@@ -117,6 +117,75 @@ def test_no_L_by_L_tensor_is_ever_allocated(name):
     assert largest_allocation(SUBQUADRATIC[name], L) <= 32 * L * 4
 
 
+# --- chunks in groups: long windows run a group of chunks at a time ----------------------
+
+@pytest.fixture(params=[1, 700], ids=["one chunk per group", "several chunks per group"])
+def small_groups(request, monkeypatch):
+    """Make tiny inputs run in several groups, as long sequences do (at least 2^17 scores each)."""
+    import labsupport.attention as attention
+    monkeypatch.setattr(attention, "_GROUP_SCORES", request.param)
+    return request.param
+
+
+@pytest.mark.parametrize("L,window,block_size", WINDOWS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_local_in_groups_equals_naive_under_the_band_mask(small_groups, L, window, block_size, causal):
+    from labsupport.attention import _Band
+    q, k, v = qkv(L, dtype=torch.float64)
+    band = _Band.of(L, window, causal, block_size, batch=6)
+    if small_groups == 1:                                                   # really grouped
+        assert band.n == 1 or len(list(band.groups())) > 1
+    out = local_attention(q, k, v, window=window, is_causal=causal, block_size=block_size)
+    torch.testing.assert_close(out, golden(q, k, v, band_mask(L, window, is_causal=causal)),
+                               **tol(torch.float64))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_windows_in_groups_with_masks_and_gradients(small_groups, causal):
+    q, k, v = qkv(23, dtype=torch.float64, grad=True)
+    mask = torch.rand(2, 1, 23, 23, generator=torch.Generator().manual_seed(3)) > 0.3
+    allowed = band_mask(23, 4, is_causal=causal)
+    torch.testing.assert_close(
+        local_attention(q, k, v, window=4, is_causal=causal, mask=mask, block_size=3),
+        naive_attention(q, k, v, mask=allowed & mask), **tol(torch.float64))
+    assert_grads_match(lambda q, k, v: local_attention(q, k, v, window=4, is_causal=causal, block_size=5),
+                       lambda q, k, v: naive_attention(q, k, v, mask=allowed), (q, k, v))
+    for t in (q, k, v):
+        t.grad = None
+    globals_ = [0, 10, 22]
+    full = longformer_mask(23, 3, globals_, is_causal=causal)
+    torch.testing.assert_close(
+        longformer_attention(q, k, v, window=3, global_tokens=globals_, is_causal=causal, mask=mask),
+        naive_attention(q, k, v, mask=full & mask), **tol(torch.float64))
+    assert_grads_match(
+        lambda q, k, v: longformer_attention(q, k, v, window=3, global_tokens=globals_, is_causal=causal),
+        lambda q, k, v: naive_attention(q, k, v, mask=full), (q, k, v))
+
+
+@pytest.mark.skipif(not __import__("labsupport.timing").timing.cpu_peak_supported(),
+                    reason="this torch's profiler reports no CPU memory events")
+@pytest.mark.parametrize("L", [4096, 16384])
+@pytest.mark.parametrize("name", ["local", "local causal", "longformer"])
+def test_window_peak_is_within_twice_the_band_scores(name, L):
+    """Forward peak (exact, one thread) within 2x the band's scores L (2w + 1) float32:
+    before the chunks ran in groups it was 6.35x (local) and 6.62x (Longformer)."""
+    from labsupport.timing import attention_inputs, peak_memory
+    w, kernels = 128, {
+        "local": lambda q, k, v: local_attention(q, k, v, window=w),
+        "local causal": lambda q, k, v: local_attention(q, k, v, window=w, is_causal=True),
+        "longformer": lambda q, k, v: longformer_attention(q, k, v, window=w, global_tokens=[0]),
+    }
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        q, k, v = attention_inputs(L)                                  # (1, 1, L, 64)
+        with torch.no_grad():
+            peak = peak_memory(kernels[name], q, k, v)
+    finally:
+        torch.set_num_threads(threads)
+    assert L * 64 * 4 <= peak <= 2 * L * (2 * w + 1) * 4                 # the output <= peak <= 2x
+
+
 # --- Longformer -----------------------------------------------------------------------------
 
 GLOBALS = [[0], [0, 5, 36], [], torch.tensor([12, 3, 3])]
@@ -332,7 +401,7 @@ def test_linformer_trains_inside_multi_head_attention():
     lin = LinformerAttention(10, 4)
     mha = MultiHeadAttention(16, 4, kernel=lin, dropout=0.1)
     assert mha.kernel is lin and any(p is lin.E for p in mha.parameters())
-    assert mha._kernel_takes_dropout                                # read from forward's signature
+    assert mha.spec.dropout                                         # declared by LinformerAttention
     mha(torch.randn(2, 10, 16)).sum().backward()
     assert lin.E.grad is not None and lin.E.grad.abs().sum() > 0
     with pytest.raises(ValueError, match="cannot be causal"):

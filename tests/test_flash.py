@@ -73,3 +73,30 @@ def test_flash_forward_memory_grows_linearly_not_quadratically():
     exponent, _ = fit_power_law(lengths, peaks)
     assert exponent < 1.3, (exponent, peaks)
     assert max(peaks) < 8192 ** 2 * 4 / 4               # far below one score matrix
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_in_half_precision_matches_the_reference(dtype, causal):
+    q, k, v = (t.to(dtype) for t in qkv(33, 40))
+    out = flash_attention(q, k, v, is_causal=causal, block_size=8)
+    assert out.dtype == dtype
+    allowed = causal_mask(33, 40) if causal else None
+    torch.testing.assert_close(out.double(), reference(q, k, v, allowed), **tol(dtype))
+
+
+def test_flash_in_bfloat16_keeps_its_statistics_in_float32():
+    """One query, 1024 keys, a key tile at a time: the first key scores 0, the others -6, so
+    each adds e^-6 = 0.0025 to a normaliser that starts at 1. In bfloat16 (8 significant
+    bits, a step of 0.0078 at 1) every such sum would round back to 1 and the output would
+    be about 1, not 0.72; FlashAttention keeps m, l and acc in float32."""
+    S = 1024
+    q = torch.ones(1, 1, 1, 1, dtype=torch.bfloat16)
+    k = torch.full((1, 1, S, 1), -6.0, dtype=torch.bfloat16)
+    k[..., 0, :] = 0.0
+    v = torch.ones(1, 1, S, 1, dtype=torch.bfloat16)
+    v[..., 0, :] = 0.0
+    out = flash_attention(q, k, v, scale=1.0, block_size=1)
+    p = torch.tensor(-6.0).exp().item()
+    expected = (S - 1) * p / (1 + (S - 1) * p)                        # 0.717
+    assert abs(out.item() - expected) < 0.01, (out.item(), expected)

@@ -4,8 +4,10 @@ Its dry run executes 12.1 once under nbval with the report plugin (tools/nbval_r
 writes the executed notebook and the report, and builds the HTML book from that
 execution; a notebook whose checked output was changed makes it fail.
 """
+import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -67,6 +69,30 @@ def test_dry_run_builds_the_html_from_that_execution(dry_run):
     page = (out / "html" / "chapters" / "12_1_self_attention.html").read_text()
     assert "every row of weights sums to one" in page and "Traceback" not in page
     assert (out / "html" / "index.html").is_file()
+
+
+def test_the_books_provenance_page_shows_that_execution_and_the_report(dry_run):
+    """12.1 ran here: its row is the record its last cell glued in this execution (or,
+    for a notebook without one, what the report says) and nbval's result; the notebooks
+    that did not run say so."""
+    from labsupport import provenance, sphinx_provenance
+
+    out, _ = dry_run
+    [entry] = json.loads((out / "report.json").read_text())["notebooks"]
+    executed = nbformat.read(out / "notebooks" / NB_12_1.name, 4)
+    glued = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs
+             if o.get("metadata", {}).get("scrapbook", {}).get("name") == provenance.RUN_KEY]
+    record = (ast.literal_eval(glued[0].data["application/papermill.record/text/plain"])
+              if glued else sphinx_provenance.from_nbval(entry))
+    html = (out / "html" / "provenance.html").read_text()
+    rows = [[" ".join(re.sub(r"<[^>]+>", " ", c).split()) for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)]
+            for r in re.findall(r"<tr[^>]*>(.*?)</tr>", html, re.S)]
+    by_title = {r[0]: r[1:] for r in rows if r}
+    c = entry["cells"]
+    assert by_title.pop("12.1 Self-Attention") == [
+        *provenance.describe(record).values(),
+        f"{entry['status']}: {c['passed']} cells passed, {c['failed']} failed, {c['skipped']} skipped"]
+    assert len(by_title) == 5 and all(r[-1] == "not run" for r in by_title.values())
 
 
 def test_a_changed_checked_output_fails(tmp_path):

@@ -5,6 +5,7 @@ from torch import nn
 from conftest import tol
 from labsupport.attention import causal_mask
 from labsupport.layers import MultiHeadAttention
+from labsupport.positional import ALiBi, RelativePositionBias, RotaryEmbedding, XLRelativePosition
 
 
 def pair(d_model=16, n_heads=4, kernel="sdpa", bias=True):
@@ -84,3 +85,42 @@ def test_dropout_only_in_training():
     torch.testing.assert_close(mha(x), mha(x))
     mha.train()
     assert not torch.allclose(mha(x), mha(x))
+
+
+# --- causality with fewer queries than keys: bottom-right, as a cache needs (issue 20) ---
+
+POSITIONS = {"none": lambda: None, "rope": lambda: RotaryEmbedding(4), "alibi": lambda: ALiBi(4),
+             "relative": lambda: RelativePositionBias(4, bidirectional=False),
+             "xl": lambda: XLRelativePosition(4, 4)}
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("kernel", ["naive", "sdpa", "flash"])
+def test_a_cached_decoding_step_equals_the_same_step_of_a_full_causal_pass(kernel, position):
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4, kernel=kernel, position=POSITIONS[position]()).double().eval()
+    x = torch.randn(2, 9, 16, dtype=torch.float64)
+    full = mha(x, is_causal=True)
+    for t in (8, 5, 0):                   # one new token, a chunk of four, every token
+        step = mha(x[:, t:], x, is_causal=True)               # queries: the newest tokens; keys: all
+        torch.testing.assert_close(step, full[:, t:], **tol(torch.float64))
+    out, weights = mha(x[:, 5:], x, is_causal=True, return_weights=True)
+    torch.testing.assert_close(out, full[:, 5:], **tol(torch.float64))
+    assert weights[..., ~causal_mask(4, 9, bottom_right=True)].abs().max() == 0
+
+
+def test_causal_with_more_queries_than_keys_is_bottom_right_too():
+    mha = MultiHeadAttention(16, 4, kernel="naive").eval()
+    x, context = torch.randn(2, 6, 16), torch.randn(2, 4, 16)
+    allowed = causal_mask(6, 4, bottom_right=True)                # the first two queries see no key
+    assert allowed.sum(-1).tolist() == [0, 0, 1, 2, 3, 4]
+    torch.testing.assert_close(mha(x, context, is_causal=True), mha(x, context, mask=allowed))
+    padding = torch.tensor([True, True, True, False])           # a user mask is kept, and combined
+    torch.testing.assert_close(mha(x, context, mask=padding, is_causal=True),
+                               mha(x, context, mask=allowed & padding))
+
+
+def test_causal_with_fewer_queries_needs_a_kernel_that_takes_a_mask():
+    x = torch.randn(1, 6, 16)
+    with pytest.raises(ValueError, match="kernel .linear_attention. takes no mask; use naive, sdpa or flash"):
+        MultiHeadAttention(16, 4, kernel="linear")(x[:, 4:], x, is_causal=True)

@@ -10,6 +10,10 @@ from labsupport.models import (CausalConv1d, GRUForecaster, LinearForecaster, Mo
                                seasonal_naive)
 
 LOOKBACK, HORIZON = 48, 12
+# PatchTST's backbone as published: bidirectional post-norm encoder with BatchNorm over the tokens,
+# GELU, no attention-weight dropout, the window's end padded for one more patch, RevIN without affine
+PATCHTST_BACKBONE = dict(norm="batch", activation="gelu", attn_dropout=0.0, pad_end=True, revin_affine=False,
+                         head="flatten", causal=False, norm_first=False)
 MODELS = {
     "gru": lambda **kw: GRUForecaster(hidden=32, **kw),
     "tcn": lambda **kw: TCNForecaster(hidden=16, **kw),
@@ -19,6 +23,8 @@ MODELS = {
                                            d_ff=64, dropout=0.0, **kw),
     "patch-flatten": lambda **kw: PatchTransformer(patch_len=8, stride=8, d_model=16, n_heads=2,
                                                    n_layers=1, dropout=0.0, head="flatten", **kw),
+    "patch-patchtst": lambda **kw: PatchTransformer(patch_len=8, stride=4, d_model=16, n_heads=2, n_layers=2,
+                                                    dropout=0.0, **PATCHTST_BACKBONE, **kw),
 }
 
 
@@ -410,6 +416,42 @@ def test_ridge_counts_its_coefficients_and_refuses_bad_use():
     bad[0, 0, 0] = float("nan")
     with pytest.raises(ValueError, match="NaN or inf"):
         ridge.fit((bad, y), (x, y))
+
+
+def test_patchtst_end_padding_gives_42_patches_that_repeat_the_last_value():
+    model = PatchTransformer(lookback=336, horizon=96, channels=7, patch_len=16, stride=8,
+                             **PATCHTST_BACKBONE)
+    assert model.n_patches == 42 and PatchTransformer(lookback=336, horizon=96, patch_len=16,
+                                                      stride=8).n_patches == 41
+    seen = []
+    model.embed.register_forward_hook(lambda module, args, out: seen.append(args[0]))
+    x = torch.randn(2, 336, 7)
+    assert model.eval()(x).shape == (2, 96, 7)
+    patches = seen[0]                                                  # (B*C, 42, 16), RevIN applied
+    assert patches.shape == (14, 42, 16)
+    z = model.revin.normalise(x)[0].transpose(1, 2).reshape(14, 336)  # (B*C, L)
+    padded = torch.cat([z, z[:, -1:].expand(14, 8)], dim=1)            # the last value 8 more times
+    torch.testing.assert_close(patches, padded.unfold(-1, 16, 8))     # patch k starts at 8k, k = 0..41
+    torch.testing.assert_close(patches[:, -1, 8:], z[:, -1:].expand(14, 8))
+
+
+def test_patchtst_backbone_options_build_what_they_name():
+    from torch import nn
+    model = build("patch-patchtst", channels=2)
+    block = model.encoder.layers[0]
+    assert type(block.norm1) is not nn.LayerNorm and isinstance(block.norm1, nn.BatchNorm1d)
+    assert isinstance(block.ff.activation, nn.GELU) and block.attn.dropout == 0.0
+    assert list(model.revin.parameters()) == [] and isinstance(model.encoder.norm, nn.Identity)
+    default = build("patch")
+    assert isinstance(default.encoder.layers[0].norm1, nn.LayerNorm)
+    assert len(list(default.revin.parameters())) == 2
+    x = torch.randn(3, LOOKBACK, 2)
+    model.eval()
+    torch.testing.assert_close(model(3.0 * x + 7.0), 3.0 * model(x) + 7.0, atol=1e-4, rtol=1e-4)
+    with pytest.raises(ValueError, match=r"attn_dropout must be a number in \[0, 1\), got 1.5"):
+        PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, attn_dropout=1.5)
+    with pytest.raises(ValueError, match=r"norm must be 'layer' or 'batch', got 'rms'"):
+        PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, norm="rms")
 
 
 # --- instance normalisation (RevIN) as an option of every forecaster ------------------------

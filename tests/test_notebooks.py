@@ -4,14 +4,17 @@ nbval (collected from chapters/ by the same pytest run) re-executes each noteboo
 compares its outputs; these tests check what nbval does not."""
 import json
 import re
+import sys
 from pathlib import Path
 from unittest import mock
 
 import nbformat
 import pytest
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+from set_repository import TAGS, repository_url, setup_cell  # noqa: E402
+
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
 KNOWN_TAGS = {"nbval-ignore-output", "nbval-check-output", "nbval-skip", "raises-exception",
               "solution", "hide-input", "hide-output", "remove-input", "remove-output", "remove-cell"}
@@ -49,11 +52,12 @@ def test_committed_outputs_are_clean(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_setup_cell_and_repository_setting(path):
-    setup = code_cells(read(path))[0].source
-    first_setup = code_cells(read(NOTEBOOKS[0]))[0].source
-    assert setup == first_setup, "every notebook starts with the same setup cell"
-    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
-    assert f'REPOSITORY = "{url}"' in setup, "run python tools/set_repository.py"
+    """The same first cell everywhere, with _config.yml's URL, hidden in the HTML."""
+    setup = code_cells(read(path))[0]
+    assert setup.source == setup_cell(repository_url()), "run python tools/set_repository.py"
+    assert f'REPOSITORY = "{repository_url()}"' in setup.source
+    assert setup.metadata.get("tags") == TAGS == ["remove-input"], "run python tools/set_repository.py"
+    assert not setup.get("outputs"), "the setup cell prints nothing outside Colab"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -96,10 +100,10 @@ def test_setup_cell_installs_on_colab_and_does_nothing_locally():
     assert run_setup_cell(source, installed=True, colab=True) == []
     assert run_setup_cell(source, installed=True, colab=False) == []
     clone, install = run_setup_cell(source, installed=False, colab=True)
-    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
-    assert clone[:2] == ["git", "clone"] and url in clone
-    assert install[1:5] == ["-m", "pip", "install", "-q"] and install[-2:] == ["-e", "/content/ch12"]
-    with pytest.raises(ModuleNotFoundError, match="pip install -e"):
+    assert clone[:2] == ["git", "clone"] and repository_url() in clone and clone[-1] == "/content/ch12"
+    # a regular install of the clone (the series ships inside the package), not an editable one
+    assert install[1:] == ["-m", "pip", "install", "-q", "/content/ch12"]
+    with pytest.raises(ModuleNotFoundError, match=r"pip install \.`"):
         run_setup_cell(source, installed=False, colab=False)
 
 

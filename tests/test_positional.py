@@ -4,13 +4,14 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import tol
 from labsupport.attention import naive_attention, sdpa
 from labsupport.layers import MultiHeadAttention
 from labsupport.models import PatchTransformer
 from labsupport.positional import (KINDS, ALiBi, LearnedPositionalEncoding, RelativePositionBias,
                                    RotaryEmbedding, Time2Vec, XLRelativePosition, alibi_bias,
-                                   alibi_slopes, relative_position_bucket, sinusoidal_encoding,
-                                   time_features)
+                                   alibi_slopes, interleave_halves, relative_position_bucket,
+                                   sinusoidal_encoding, time_features)
 
 
 def test_sinusoidal_matches_its_formula():
@@ -198,3 +199,130 @@ def test_time_features_and_positions_in_the_forecaster():
         PatchTransformer(lookback=48, horizon=6, patch_len=8, stride=4)(x[..., :1], time=time)
     positions = torch.cumsum(torch.rand(3, model.n_patches) + 0.5, dim=1)       # irregular times
     assert model(x, time=time, positions=positions).shape == (3, 6, 2)
+
+
+# --- conventions, checked against independent formulas (issue 20) ---------------------
+
+def rope_meta(x, positions, base=10000.0):
+    """RoPE as Meta's LLaMA code writes it: pairs (2i, 2i+1) as complex numbers times
+    exp(i p theta_i), theta_i = base^(-2i/D)."""
+    D = x.shape[-1]
+    theta = base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    turn = torch.polar(torch.ones(len(positions), D // 2, dtype=torch.float64),
+                       positions.double()[:, None] * theta)                    # (L, D/2)
+    pairs = torch.view_as_complex(x.double().unflatten(-1, (D // 2, 2)).contiguous())
+    return torch.view_as_real(pairs * turn).flatten(-2)
+
+
+def rope_rotate_half(x, positions, base=10000.0):
+    """RoPE as Hugging Face writes it: ``x cos + rotate_half(x) sin``, pairs (i, i + D/2)."""
+    D = x.shape[-1]
+    theta = base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    angles = positions.double()[:, None] * theta                               # (L, D/2)
+    cos, sin = torch.cat((angles, angles), -1).cos(), torch.cat((angles, angles), -1).sin()
+    x1, x2 = x[..., : D // 2], x[..., D // 2:]
+    return x * cos + torch.cat((-x2, x1), -1) * sin
+
+
+def test_rope_pairs_2i_2i_plus_1_as_meta_and_maps_to_rotate_half_by_a_permutation():
+    D, positions = 8, torch.tensor([0, 3, 17, 250])
+    x = torch.randn(2, 3, 4, D, dtype=torch.float64)
+    rope = RotaryEmbedding(D)
+    torch.testing.assert_close(rope(x, positions), rope_meta(x, positions), **tol(torch.float64))
+    halves = torch.cat((torch.arange(0, D, 2), torch.arange(1, D, 2)))       # (0, 2, 4, 6, 1, 3, 5, 7)
+    torch.testing.assert_close(rope(x, positions)[..., halves], rope_rotate_half(x[..., halves], positions),
+                               **tol(torch.float64))
+    assert not torch.allclose(rope(x, positions), rope_rotate_half(x, positions))   # they do differ
+    # porting rotate_half weights: interleave each head's halves, q . k is then unchanged
+    q, k = torch.randn(4, D, dtype=torch.float64), torch.randn(4, D, dtype=torch.float64)
+    assert interleave_halves(D).tolist() == [0, 4, 1, 5, 2, 6, 3, 7]
+    ported = interleave_halves(D)
+    ours = (rope(q[:, ported], positions) * rope(k[:, ported], positions)).sum(-1)
+    theirs = (rope_rotate_half(q, positions) * rope_rotate_half(k, positions)).sum(-1)
+    torch.testing.assert_close(ours, theirs, **tol(torch.float64))
+
+
+def test_alibi_bias_follows_the_dtype_it_is_given():
+    assert alibi_bias(4, 3).dtype == torch.get_default_dtype()
+    slopes = 2.0 ** (-8 * torch.arange(1, 17, dtype=torch.float64) / 16)     # the paper's, for 16 heads
+    exact = -slopes[:, None, None] * torch.arange(4095, -1, -1, dtype=torch.float64)   # (H, 1, S)
+    torch.testing.assert_close(alibi_bias(16, 1, 4096, dtype=torch.float64), exact, **tol(torch.float64))
+    assert (alibi_bias(16, 1, 4096).double() - exact).abs().max() > 1e-5     # float32 rounds
+    assert alibi_slopes(16, dtype=torch.float64).dtype == torch.float64
+    q, k = torch.zeros(1, 16, 1, 2, dtype=torch.float64), torch.zeros(1, 16, 4096, 2, dtype=torch.float64)
+    bias = ALiBi(16).bias(q, k, torch.tensor([4095]), torch.arange(4096))
+    assert bias.dtype == torch.float64
+    torch.testing.assert_close(bias, exact, **tol(torch.float64))
+
+
+def t5_bucket(relative_position, bidirectional, num_buckets, max_distance):
+    """T5's ``_relative_position_bucket`` as published (``relative_position = key - query``)."""
+    buckets = 0
+    if bidirectional:
+        num_buckets //= 2
+        buckets += (relative_position > 0).long() * num_buckets
+        relative_position = relative_position.abs()
+    else:
+        relative_position = -torch.min(relative_position, torch.zeros_like(relative_position))
+    max_exact = num_buckets // 2
+    large = max_exact + (torch.log(relative_position.float() / max_exact) / math.log(max_distance / max_exact)
+                         * (num_buckets - max_exact)).long()
+    large = torch.min(large, torch.full_like(large, num_buckets - 1))
+    return buckets + torch.where(relative_position < max_exact, relative_position, large)
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.parametrize("num_buckets,max_distance", [(32, 128), (16, 64), (64, 256)])
+def test_t5_buckets_match_the_published_function(bidirectional, num_buckets, max_distance):
+    offset = torch.arange(-1000, 1001)                                       # query - key
+    ours = relative_position_bucket(offset, bidirectional=bidirectional, num_buckets=num_buckets,
+                                    max_distance=max_distance)
+    assert torch.equal(ours, t5_bucket(-offset, bidirectional, num_buckets, max_distance))
+
+
+def test_relative_bias_is_bidirectional_by_default_and_refuses_to_see_the_future_unidirectionally():
+    q_pos = k_pos = torch.arange(6)
+    buckets = relative_position_bucket(q_pos[:, None] - k_pos, bidirectional=True)
+    assert RelativePositionBias(4).buckets["bidirectional"]
+    assert len(set(buckets[2].tolist())) == 6                  # past, present and future keys apart
+    x = torch.randn(2, 6, 16)
+    encoder = MultiHeadAttention(16, 4, position=RelativePositionBias(4))
+    assert encoder(x).shape == (2, 6, 16)                     # non-causal: fine by default
+    causal_only = MultiHeadAttention(16, 4, position=RelativePositionBias(4, bidirectional=False))
+    assert causal_only(x, is_causal=True).shape == (2, 6, 16)
+    assert causal_only(x, mask=torch.ones(6, 6, dtype=torch.bool).tril()).shape == (2, 6, 16)
+    for call in (lambda: causal_only(x), lambda: causal_only(x, mask=torch.ones(6, 6, dtype=torch.bool))):
+        with pytest.raises(ValueError, match=r"bidirectional=False.*key after its query.*bidirectional=True"):
+            call()
+
+
+def xl_original_bias(q, k, W_R, u, v, q_pos, k_pos):
+    """Transformer-XL's terms (b), (c), (d) as the original code builds them: sinusoid
+    features ``cat(sin, cos)`` of the offset, projected by r_net's weight W_R (H*D, d_pos)."""
+    H, D = u.shape
+    d_pos = W_R.shape[1]
+    inv_freq = 1 / (10000 ** (torch.arange(0.0, d_pos, 2.0) / d_pos))
+    offsets = (q_pos[:, None] - k_pos[None, :]).float()                       # (L, S)
+    angles = offsets[..., None] * inv_freq                                    # (L, S, d_pos/2)
+    r = torch.cat((angles.sin(), angles.cos()), -1) @ W_R.T                   # (L, S, H*D)
+    r = r.view(*offsets.shape, H, D).permute(2, 0, 1, 3)                      # (H, L, S, D)
+    bd = ((q[0][:, :, None] + v[:, None, None]) * r).sum(-1)                  # (H, L, S)
+    c = (k[0] * u[:, None]).sum(-1)[:, None]                                  # (H, 1, S)
+    return (bd + c) / D ** 0.5
+
+
+def test_xl_interleaves_sin_cos_and_maps_to_the_originals_halves():
+    torch.manual_seed(0)
+    xl = XLRelativePosition(n_heads=2, head_dim=4)
+    torch.nn.init.normal_(xl.u)
+    torch.nn.init.normal_(xl.v)
+    W_R = torch.randn(8, xl.d_pos)                                           # the original's r_net weight
+    with torch.no_grad():
+        xl.r_proj.weight.copy_(W_R[:, interleave_halves(xl.d_pos)])
+    q, k = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 5, 4)
+    q_pos, k_pos = torch.arange(2, 5), torch.arange(5)
+    expected = xl_original_bias(q, k, W_R, xl.u.detach(), xl.v.detach(), q_pos, k_pos)
+    torch.testing.assert_close(xl.bias(q, k, q_pos, k_pos)[0], expected, atol=1e-5, rtol=1e-5)
+    with torch.no_grad():
+        xl.r_proj.weight.copy_(W_R)                                          # unpermuted: not the same
+    assert not torch.allclose(xl.bias(q, k, q_pos, k_pos)[0], expected, atol=1e-3)

@@ -1,4 +1,5 @@
 import pytest
+import torch
 
 from labsupport import profile
 
@@ -23,11 +24,19 @@ def test_presets_share_their_keys():
     assert set(profile.PRESETS["cpu"]) == set(profile.PRESETS["gpu"]) == set(profile.PRESETS["smoke"])
 
 
-def test_smoke_trains_less_and_sweeps_like_cpu():
+def test_smoke_trains_less_and_sweeps_less_within_the_cpu_lengths():
+    """smoke runs every line at less cost: the nbgrader test runs each notebook 3 times."""
     cpu, smoke = profile.PRESETS["cpu"], profile.PRESETS["smoke"]
     trained = [k for k in cpu if k.endswith(("_epochs", "_steps"))]
     assert trained and all(smoke[k] < cpu[k] for k in trained)
-    assert all(smoke[k] == cpu[k] for k in cpu if k.endswith(("_lengths", "_budget", "_tokens")))
+    assert all(smoke[k] == cpu[k] for k in cpu if k.endswith("_budget"))
+    sweeps = [k for k in cpu if k.endswith(("_lengths", "_tokens", "_totals"))]
+    measured_on_cpu = {n for k in sweeps for n in cpu[k]}
+    for k in sweeps:
+        assert len(smoke[k]) >= 3 and list(smoke[k]) == sorted(smoke[k]), f"{k}: fits use the last 3"
+        assert set(smoke[k]) <= measured_on_cpu and max(smoke[k]) <= max(cpu[k]), k
+    work = lambda preset: sum(n * n for k in sweeps for n in preset[k])   # noqa: E731 (attention: L^2)
+    assert work(smoke) < work(cpu) / 4
 
 
 def test_gpu_sweeps_reach_the_out_of_memory_wall():
@@ -40,6 +49,13 @@ def test_gpu_sweeps_reach_the_out_of_memory_wall():
     assert 3 * 4 * max(gpu["final_lengths"]) ** 2 > big
     assert 2 * 3 * 8 * 4 * 4 * max(gpu["lab_tokens"]) ** 2 > big
     assert 2 * 4 * min(gpu["wall_lengths"]) ** 2 < 1e9       # and start well inside memory
+
+
+def test_sweeps_run_in_bfloat16_only_on_the_gpu():
+    """Flash SDPA takes only half precision: the gpu profile's sweeps are bfloat16, the CPU's
+    float32 (bfloat16 matmuls are slow on most CPUs)."""
+    assert profile.PRESETS["gpu"]["sweep_dtype"] is torch.bfloat16
+    assert profile.PRESETS["cpu"]["sweep_dtype"] is profile.PRESETS["smoke"]["sweep_dtype"] is torch.float32
 
 
 def test_the_lab_compares_on_every_window_with_enough_seeds():

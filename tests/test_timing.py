@@ -1,37 +1,62 @@
+import doctest
 import math
 import time
 
 import pytest
 import torch
 
-from labsupport.timing import cpu_peak_supported, fit_power_law, format_bytes, peak_memory, time_call
+import labsupport.timing as timing
+from labsupport.timing import (cpu_peak_supported, fit_power_law, format_bytes, peak_memory,
+                               peak_resident_bytes, time_call)
+
+exact_cpu_peak = pytest.mark.skipif(not cpu_peak_supported(),
+                                    reason="this torch's profiler reports no CPU memory events")
 
 
-@pytest.mark.skipif(not cpu_peak_supported(), reason="CPU peak resident set is Linux-only")
-@pytest.mark.parametrize("megabytes", [40, 200])
-def test_peak_memory_sees_a_known_cpu_allocation(megabytes):
-    n = megabytes * 1_000_000 // 4
-    measured = peak_memory(lambda: torch.ones(n))
-    assert 0.95 * megabytes * 1e6 <= measured <= 1.15 * megabytes * 1e6 + 4e6
+def test_timing_docstring_examples_run():
+    assert doctest.testmod(timing, raise_on_error=True).attempted >= 6
 
 
-@pytest.mark.skipif(not cpu_peak_supported(), reason="CPU peak resident set is Linux-only")
-def test_peak_memory_counts_a_transient_not_only_the_result():
+@exact_cpu_peak
+@pytest.mark.parametrize("n", [1, 1000, 10_000_000])
+def test_peak_memory_reads_a_known_cpu_allocation_to_the_byte(n):
+    assert peak_memory(lambda: torch.ones(n)) == 4 * n
+    assert peak_memory(lambda: torch.ones(n, dtype=torch.float64)) == 8 * n
+
+
+@exact_cpu_peak
+def test_peak_memory_counts_a_transient_and_the_output_not_the_inputs():
     def make_and_drop():
         big = torch.ones(50_000_000)          # 200 MB, freed before returning
-        return big[:10].clone()
-    assert peak_memory(make_and_drop) >= 190e6
+        return big[:10].clone()               # 40 bytes, allocated while big is alive
+    assert peak_memory(make_and_drop) == 200_000_000 + 40
+    x = torch.ones(1_000_000)                 # 4 MB input: not counted
+    assert peak_memory(torch.neg, x) == 4_000_000
+    assert peak_memory(torch.Tensor.neg_, x) == 0                 # in place: nothing new
+    kept = torch.ones(25_000_000)             # 100 MB held around the call: not counted
+    assert peak_memory(lambda: torch.ones(1000)) == 4000
+    del kept
 
 
-@pytest.mark.skipif(not cpu_peak_supported(), reason="CPU peak resident set is Linux-only")
-def test_peak_memory_is_not_hidden_by_memory_the_allocator_kept():
-    for _ in range(3):                         # leave freed 16 MB blocks in this thread's heap
-        torch.ones(4_000_000).add_(1)
-    measured = [peak_memory(lambda: torch.ones(4_000_000)) for _ in range(3)]
-    assert all(15e6 <= m <= 18e6 for m in measured), measured
+@exact_cpu_peak
+def test_peak_memory_sees_buffers_allocated_inside_a_kernel():
+    """Sorting allocates index and value buffers in C++: visible to the allocator's events."""
+    x = torch.randn(1_000_000)
+    out_bytes = 1_000_000 * (4 + 8)                               # values and int64 indices
+    assert peak_memory(torch.sort, x) > out_bytes
 
 
-@pytest.mark.skipif(not cpu_peak_supported(), reason="CPU peak resident set is Linux-only")
+@exact_cpu_peak
+def test_peak_memory_repeats_to_the_byte():
+    from labsupport.attention import naive_attention, sdpa
+    from labsupport.timing import attention_inputs
+    q, k, v = attention_inputs(512, heads=2)
+    for kernel in (naive_attention, sdpa):
+        peaks = {peak_memory(kernel, q, k, v, is_causal=True) for _ in range(3)}
+        assert len(peaks) == 1 and peaks.pop() > 512 * 64 * 2 * 4, kernel
+
+
+@exact_cpu_peak
 def test_peak_memory_keeps_grad_mode_and_reraises():
     seen = []
     with torch.no_grad():
@@ -40,19 +65,45 @@ def test_peak_memory_keeps_grad_mode_and_reraises():
     assert seen == [False, False, True, True]                     # warm-up and measured call each
     with pytest.raises(ValueError, match="inside"):
         peak_memory(lambda: (_ for _ in ()).throw(ValueError("inside")))
+    assert peak_memory(lambda: torch.ones(10)) == 40              # the profiler was stopped
+    from torch.profiler import ProfilerActivity, profile           # and operators are recorded again
+    with timing._quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as later:
+        torch.ones(10)
+    assert "aten::ones" in {e.name for e in later.events()}
+
+
+def test_peak_memory_is_none_where_not_measurable():
+    meta = torch.empty(1000, device="meta")                       # no allocator to ask
+    assert peak_memory(torch.neg, meta) is None
+    assert format_bytes(None) == "not measured"
+
+
+@exact_cpu_peak
+def test_peak_memory_is_none_while_another_profiler_runs():
+    from torch.profiler import ProfilerActivity, profile
+    with timing._quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as users:
+        torch.ones(10)
+        assert peak_memory(lambda: torch.ones(1000)) is None      # "not measured", not a guess
+        assert not cpu_peak_supported()
+        torch.ones(20)
+    assert sum(e.name == "aten::ones" for e in users.events()) == 2   # the user's session survived
+    assert peak_memory(lambda: torch.ones(1000)) == 4000 and cpu_peak_supported()
+
+
+@exact_cpu_peak
+@pytest.mark.skipif(peak_resident_bytes(lambda: None) is None, reason="resident set is Linux-only")
+def test_resident_set_cross_check_agrees_on_a_large_fresh_allocation():
+    def fresh():
+        torch.ones(50_000_000).neg_()                             # 200 MB, touched
+    exact, resident = peak_memory(fresh), peak_resident_bytes(fresh)
+    assert exact == 200_000_000
+    assert 190e6 <= resident <= exact + 8e6                        # page-granular, coarse
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_peak_memory_on_cuda():
     measured = peak_memory(lambda: torch.ones(25_000_000, device="cuda"), device="cuda")
     assert 100e6 <= measured <= 100e6 + 2 ** 21
-
-
-def test_peak_memory_is_none_where_not_measurable(monkeypatch):
-    import labsupport.timing as timing
-    monkeypatch.setattr(timing, "cpu_peak_supported", lambda: False)
-    assert peak_memory(lambda: torch.ones(10)) is None
-    assert format_bytes(None) == "not measured"
 
 
 def test_time_call_on_a_known_sleep():
@@ -139,6 +190,66 @@ def test_cost_sweep_backward_and_flops():
     assert attention_flops(10, head_dim=8, is_causal=True) == 4 * 100 * 8 / 2
 
 
+def test_cost_sweep_times_without_the_profiler_and_measures_with_it():
+    """Times and peaks come from separate calls: no timed call runs under the profiler."""
+    from labsupport.timing import cost_sweep, profiler_active
+    seen = []
+
+    def spy(q, k, v):
+        seen.append(profiler_active())
+        return q * 2
+    for backward in (False, True):
+        seen.clear()
+        [row] = cost_sweep({"spy": spy}, [16], make_inputs=_tiny_inputs, reps=3, backward=backward,
+                           progress=False)
+        assert seen == [False] * 4 + [cpu_peak_supported()]     # warm-up, 3 timed, then measured
+        assert row["dtype"] == "float32"
+        if cpu_peak_supported():
+            assert row["peak_bytes"] >= 16 * 8 * 4                 # the output, or q.grad
+
+
+def _hungry(q, k, v):
+    """A fake kernel whose peak we know: 4 L^2 bytes of scratch, then an output like q."""
+    scratch = torch.ones(q.shape[-2] ** 2)                          # (L^2,) float32
+    return q + scratch[0]
+
+
+@exact_cpu_peak
+def test_cost_sweep_predicts_a_peak_without_a_model_and_skips_over_budget():
+    from labsupport.timing import cost_sweep
+    peak = {L: 4 * L * L + 4 * L * 8 for L in (16, 32, 64)}        # scratch + output (exact)
+    rows = cost_sweep({"hungry": _hungry}, [16, 32, 64, 128], make_inputs=_tiny_inputs, reps=1,
+                      memory_budget=30_000, progress=False)
+    assert [r["status"] for r in rows] == ["ok", "ok", "ok", "skipped"]
+    assert [r["peak_bytes"] for r in rows[:3]] == [peak[16], peak[32], peak[64]]
+    predicted = round(peak[64] * peak[64] / peak[32])             # power law through 32 and 64
+    assert rows[2]["predicted_bytes"] is None and rows[3]["predicted_bytes"] == predicted
+    assert rows[3]["note"] == f"predicted {format_bytes(predicted)} > budget 30.0 kB"
+    assert rows[3]["model_bytes"] is None and rows[3]["time_s"] is None
+    # fewer than two measured points: the point runs, whatever the budget
+    rows = cost_sweep({"hungry": _hungry}, [16, 32, 64], make_inputs=_tiny_inputs, reps=1,
+                      memory_budget=1_000, progress=False)
+    assert [r["status"] for r in rows] == ["ok", "ok", "skipped"]
+    # a model, where there is one, decides instead of the prediction
+    rows = cost_sweep({"hungry": _hungry}, [16, 32, 64, 128], make_inputs=_tiny_inputs, reps=1,
+                      memory_budget=30_000, memory_models={"hungry": lambda L: 10}, progress=False)
+    assert [r["status"] for r in rows] == ["ok"] * 4
+    # no budget: nothing is predicted or skipped
+    rows = cost_sweep({"hungry": _hungry}, [16, 32, 64, 128], make_inputs=_tiny_inputs, reps=1,
+                      progress=False)
+    assert [r["status"] for r in rows] == ["ok"] * 4 and rows[3]["peak_bytes"] > 30_000
+
+
+def test_predict_peak_from_two_points():
+    from labsupport.timing import predict_peak
+    rows = [dict(length=L, peak_bytes=p, status=s) for L, p, s in
+            [(100, 1e3, "ok"), (200, 4e3, "ok"), (300, None, "ok"), (400, None, "skipped")]]
+    assert predict_peak(rows, 800) == 64_000                        # quadratic through 100, 200
+    assert predict_peak(rows[:1], 800) is None
+    linear = [dict(length=L, peak_bytes=3 * L, status="ok") for L in (10, 20)]
+    assert predict_peak(linear, 40) == 120
+
+
 def test_is_out_of_memory_recognises_allocator_errors():
     from labsupport.timing import is_out_of_memory
     assert is_out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried"))
@@ -183,21 +294,104 @@ def test_matmul_peak_tflops_measures_on_cpu_and_rejects_bad_input():
         matmul_peak_tflops("cpu", torch.float32, sizes=(0, 8))
 
 
+def _row(**changes):
+    row = dict(kernel="sdpa", length=64, dtype="float32", time_s=1e-3, time_min=1e-3, time_max=1e-3,
+               peak_bytes=2e6, model_bytes=None, predicted_bytes=None, tflops=2.0, status="ok",
+               note="")
+    return {**row, **changes}
+
+
 def test_peak_fraction_in_rows_and_in_the_sweep_table(capsys):
     from labsupport.report import sweep_table
-    from labsupport.timing import add_peak_fraction
-    row = dict(kernel="sdpa", length=64, time_s=1e-3, time_min=1e-3, time_max=1e-3,
-               peak_bytes=2e6, model_bytes=None, tflops=2.0, status="ok", note="")
-    skipped = {**row, "length": 128, "tflops": None, "status": "skipped", "note": "budget"}
-    with_fraction = add_peak_fraction([row, skipped], 8.0)
+    from labsupport.timing import MatmulPeak, add_peak_fraction
+    row, peak = _row(), MatmulPeak(8.0, torch.float32, "cpu")
+    skipped = _row(length=128, tflops=None, status="skipped", note="budget")
+    with_fraction = add_peak_fraction([row, skipped], peak)
     assert [r["peak_fraction"] for r in with_fraction] == [0.25, None]
     assert "peak_fraction" not in row                       # the input rows are not changed
-    with pytest.raises(ValueError, match="peak_tflops must be positive"):
-        add_peak_fraction([row], 0)
-    sweep_table([row, skipped], peak_tflops=8.0)
+    with pytest.raises(ValueError, match="peak.tflops must be positive"):
+        add_peak_fraction([row], MatmulPeak(0.0, torch.float32, "cpu"))
+    sweep_table([row, skipped], peak=peak)
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].endswith("TFLOP/s  % of bf16 peak")
+    assert lines[0].endswith("TFLOP/s  % of fp32 peak")
     assert lines[1].split()[-2:] == ["2.000", "25.0"] and lines[2].split()[-2:] == ["-", "-"]
+
+
+def test_sweep_table_prints_every_measured_peak(capsys):
+    """Exact peaks need no "< 1 MB" floor: a few kB print as what they are."""
+    from labsupport.report import sweep_table
+    sweep_table([_row(peak_bytes=4096), _row(length=128, peak_bytes=None)])
+    lines = capsys.readouterr().out.splitlines()
+    assert "4.1 kB" in lines[1] and "not measured" in lines[2] and "<" not in "".join(lines)
+
+
+def test_a_peak_of_another_dtype_is_refused():
+    from labsupport.timing import MatmulPeak, add_peak_fraction
+    bf16_rows = [_row(dtype="bfloat16")]
+    with pytest.raises(ValueError, match="rows ran in bfloat16 but the peak was measured in float32"):
+        add_peak_fraction(bf16_rows, MatmulPeak(60.0, torch.float32, "cuda"))
+    with pytest.raises(TypeError, match="a bare number does not say its dtype"):
+        add_peak_fraction(bf16_rows, 800.0)
+    assert add_peak_fraction(bf16_rows, MatmulPeak(800.0, torch.bfloat16, "cuda"))[0]["peak_fraction"] \
+        == pytest.approx(2.0 / 800.0)
+    legacy = {k: v for k, v in _row().items() if k != "dtype"}            # saved before rows had one
+    assert add_peak_fraction([legacy], MatmulPeak(8.0, torch.float32, "cpu"))[0]["peak_fraction"] == 0.25
+
+
+def test_gpu_profile_sweeps_in_bfloat16_against_the_bfloat16_peak(monkeypatch):
+    """A faked CUDA device (as tests/test_gpu_check.py fakes one for the report plugin): the
+    gpu profile picks bfloat16 for its sweeps, and the peak they are compared with is the
+    bfloat16 one; the cpu profile keeps float32 and its float32 peak."""
+    from labsupport import profile
+    from labsupport.attention import sdpa
+    from labsupport.report import sweep_table
+    from labsupport.timing import add_peak_fraction, attention_inputs, cost_sweep, matmul_peak
+
+    asked = []
+
+    def fake_matmul_peak_tflops(device, dtype, sizes=None, *, reps=5):
+        asked.append((torch.device(device).type, dtype))
+        return {torch.bfloat16: 800.0, torch.float32: 60.0}[dtype]
+
+    monkeypatch.setattr(timing, "matmul_peak_tflops", fake_matmul_peak_tflops)
+    monkeypatch.delenv(profile.ENV_VAR, raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    P = profile.current()
+    assert P.name == "gpu" and P.device.type == "cuda" and P.sweep_dtype is torch.bfloat16
+    peak = matmul_peak(P.device, P.sweep_dtype)
+    assert asked == [("cuda", torch.bfloat16)] and peak.tflops == 800.0 and peak.label == "bf16 peak"
+    # the sweep itself runs here on the CPU, in the profile's dtype
+    rows = cost_sweep({"sdpa": sdpa}, [64], reps=1, progress=False, flops=lambda L: 1e6,
+                      make_inputs=lambda L: attention_inputs(L, head_dim=8, dtype=P.sweep_dtype))
+    assert rows[0]["dtype"] == "bfloat16"
+    assert add_peak_fraction(rows, peak)[0]["peak_fraction"] > 0
+    with pytest.raises(ValueError, match="rows ran in bfloat16"):
+        sweep_table(rows, peak=matmul_peak(P.device, torch.float32))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    cpu = profile.current()
+    assert cpu.name == "cpu" and cpu.sweep_dtype is torch.float32
+    assert matmul_peak(cpu.device, cpu.sweep_dtype).label == "fp32 peak"
+
+
+def test_attention_inputs_in_a_reduced_dtype_are_the_float32_ones_rounded():
+    from labsupport.timing import attention_inputs
+    full, half = attention_inputs(32, heads=2), attention_inputs(32, heads=2, dtype=torch.bfloat16)
+    assert all(h.dtype == torch.bfloat16 and torch.equal(h, f.bfloat16()) for f, h in zip(full, half))
+    assert attention_inputs(8, dtype=torch.float64)[0].dtype == torch.float64
+    with pytest.raises(TypeError, match="dtype must be a floating-point torch.dtype"):
+        attention_inputs(8, dtype="bfloat16")
+
+
+def test_dtype_error_against_float32():
+    from labsupport.attention import flash_attention, sdpa
+    from labsupport.timing import attention_inputs, dtype_error
+    assert dtype_error(sdpa, 128, torch.float32) == 0.0
+    for kernel in (sdpa, flash_attention):
+        error = dtype_error(kernel, 128, torch.bfloat16, is_causal=True)
+        assert 1e-4 < error < 5e-2, (kernel, error)       # bfloat16 keeps 8 significant bits
+    with pytest.raises(TypeError, match="make_inputs must return float32"):
+        dtype_error(sdpa, 16, torch.bfloat16,
+                    make_inputs=lambda L: attention_inputs(L, dtype=torch.float64))
 
 
 # --- CUDA: events, peak-memory reset, out of memory, the peak (skip without CUDA) -------
@@ -247,3 +441,16 @@ def test_matmul_peak_tflops_on_cuda():
     if torch.cuda.get_device_capability() >= (8, 0):    # Ampere on: bf16 tensor cores
         bf16 = matmul_peak_tflops("cuda", sizes=(2048, 4096))
         assert bf16 > fp32
+
+
+def test_precision_note_names_the_backend_and_the_errors(capsys):
+    from labsupport.attention import flash_attention, sdpa
+    from labsupport.report import precision_note
+    precision_note({"sdpa": sdpa, "flash": flash_attention}, 64, torch.bfloat16, is_causal=True)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "inputs in bfloat16 on cpu; SDPA ran its flash backend"   # PyTorch's CPU flash
+    assert lines[1] == "max |error| against the same kernel in float32, L = 64:"
+    errors = {line.split()[0]: float(line.split()[1]) for line in lines[3:]}
+    assert errors.keys() == {"sdpa", "flash"} and all(0 < e < 5e-2 for e in errors.values())
+    precision_note({"sdpa": sdpa}, 64, torch.float32)
+    assert capsys.readouterr().out.splitlines() == ["inputs in float32 on cpu; SDPA ran its flash backend"]

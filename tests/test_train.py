@@ -104,3 +104,223 @@ def test_inputs_may_be_a_tuple_passed_positionally():
     assert predict(TwoInputs(), (x, shift, None), batch_size=10).shape == (64, 3, 1)
     with pytest.raises(ValueError, match="63 inputs and 64 targets"):
         fit(TwoInputs(), ((x[:63], shift[:63]), y), toy_data(), progress=False)
+
+
+# --- issue 19: fit refuses bad data, stops cleanly, leaves the caller's generators alone ---
+
+def test_nan_or_inf_in_the_data_is_named_with_its_first_window():
+    x, y = toy_data()
+    bad_x = x.clone()
+    bad_x[17, 3, 0] = float("nan")
+    bad_x[40, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match=r"train inputs hold NaN or inf.*first in window 17 of 64"):
+        fit(Flat(), (bad_x, y), toy_data(seed=1), progress=False)
+    bad_y = y.clone()
+    bad_y[5, 1, 0] = float("inf")
+    with pytest.raises(ValueError, match=r"val targets hold NaN or inf.*first in window 5 of 64"):
+        fit(Flat(), toy_data(), (x, bad_y), progress=False)
+    shift = torch.randn(len(x), 5)
+    shift[9, 2] = float("-inf")
+    with pytest.raises(ValueError, match=r"train inputs\[1\] hold NaN or inf.*first in window 9 of 64"):
+        fit(Flat(), ((x, shift), y), toy_data(), progress=False)
+
+
+def test_forecast_and_target_shapes_are_compared():
+    x, y = toy_data()                                 # the model forecasts 3 steps
+    short = (x, y[:, :1])                             # targets of 1 step would broadcast
+    with pytest.raises(ValueError, match=r"forecast shape \(16, 3, 1\) != target shape \(16, 1, 1\)"):
+        fit(Flat(), short, short, batch_size=16, progress=False)
+    with pytest.raises(ValueError, match=r"val targets are \(N, 1, 1\) but train targets \(N, 3, 1\)"):
+        fit(Flat(), (x, y), short, progress=False)
+
+
+class BlowsUp(Flat):
+    """Forecasts NaN from its ``at``-th training batch on (counted from 1)."""
+
+    def __init__(self, at):
+        super().__init__()
+        self.at, self.calls = at, 0
+        self.snapshots = []
+
+    def forward(self, x):
+        out = super().forward(x)
+        if not self.training:
+            self.snapshots.append(self.linear.weight.detach().clone())
+            return out
+        self.calls += 1
+        return out * float("nan") if self.calls >= self.at else out
+
+
+def test_a_non_finite_loss_stops_training_with_the_best_weights_restored():
+    model = BlowsUp(at=4 * 2 + 3)                     # 4 batches an epoch: epoch 3, batch 3
+    with pytest.raises(FloatingPointError, match=r"training loss is nan at epoch 3, batch 3 of 4") as err:
+        fit(model, toy_data(), toy_data(seed=1), epochs=10, lr=1e-2, batch_size=16, patience=10,
+            progress=False)
+    history = err.value.history
+    assert len(history.val_loss) == 2 and history.stop_reason == "diverged"
+    torch.testing.assert_close(model.linear.weight, model.snapshots[history.best_epoch])
+    assert torch.isfinite(model.linear.weight).all()
+
+
+class Interrupted(Flat):
+    """Raises KeyboardInterrupt (the notebook's Stop button) in its ``at``-th training batch."""
+
+    def __init__(self, at):
+        super().__init__()
+        self.at, self.calls, self.snapshots = at, 0, []
+
+    def forward(self, x):
+        if not self.training:
+            self.snapshots.append(self.linear.weight.detach().clone())
+        else:
+            self.calls += 1
+            if self.calls == self.at:
+                raise KeyboardInterrupt
+        return super().forward(x)
+
+
+def test_interrupting_returns_the_history_with_the_best_weights():
+    model = Interrupted(at=4 * 3 + 2)                 # during the 4th epoch
+    history = fit(model, toy_data(), toy_data(seed=1), epochs=10, lr=1e-2, batch_size=16,
+                  patience=10, progress=False)
+    assert history.stop_reason == "interrupted" and not history.converged and history.stopped_early
+    assert len(history.train_loss) == len(history.val_loss) == 3
+    torch.testing.assert_close(model.linear.weight, model.snapshots[history.best_epoch])
+    assert "interrupted" in str(history)
+    early = fit(Interrupted(at=1), toy_data(), toy_data(), progress=False)   # before any epoch ended
+    assert early.stop_reason == "interrupted" and early.val_loss == [] and "interrupted" in str(early)
+
+
+class Noisy(Flat):
+    """Dropout before the linear map: training draws random numbers every batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.linear(self.drop(x[..., 0]))[..., None]
+
+
+def trained_weights(seed, **kw):
+    torch.manual_seed(123)                            # the same initial weights every time
+    model = Noisy()
+    fit(model, toy_data(), toy_data(seed=1), epochs=3, batch_size=16, seed=seed, progress=False, **kw)
+    return model.linear.weight.detach().clone()
+
+
+def generator_states():
+    import random
+
+    import numpy as np
+    return torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate()
+
+
+def test_seed_makes_training_reproducible_and_leaves_the_global_generators_alone():
+    import random
+
+    import numpy as np
+    a = trained_weights(seed=3)
+    assert torch.equal(a, trained_weights(seed=3))
+    assert not torch.equal(a, trained_weights(seed=4))
+    torch.manual_seed(7)
+    np.random.seed(7)
+    random.seed(7)
+    model = Noisy()
+    before = generator_states()
+    fit(model, toy_data(), toy_data(seed=1), epochs=3, batch_size=16, seed=3, progress=False)
+    after = generator_states()
+    assert torch.equal(before[0], after[0]) and (before[1] == after[1]).all() and before[2] == after[2]
+    assert torch.equal(torch.randn(3), (torch.manual_seed(7), Noisy(), torch.randn(3))[2])
+
+
+def test_seed_none_uses_the_global_generator():
+    torch.manual_seed(5)
+    a = trained_weights(seed=None)
+    torch.manual_seed(5)
+    state = torch.get_rng_state()
+    b = trained_weights(seed=None)                    # trained_weights reseeds to 123 first
+    assert torch.equal(a, b)
+    torch.manual_seed(123)
+    model = Noisy()
+    torch.manual_seed(6)                              # now the global state differs before fit
+    fit(model, toy_data(), toy_data(seed=1), epochs=3, batch_size=16, seed=None, progress=False)
+    assert not torch.equal(model.linear.weight, a)
+    assert not torch.equal(state, torch.get_rng_state())     # and fit drew from it
+    with pytest.raises(TypeError, match=r"seed must be an int or None, got '3'"):
+        fit(Flat(), toy_data(), toy_data(), seed="3", progress=False)
+
+
+# --- issue 21: learning-rate schedules, and why training stopped ---
+
+def learning_rates(monkeypatch, schedule, epochs=7, lr=0.01):
+    """The learning rate of each epoch as Adam saw it (one entry per epoch, checked per batch)."""
+    seen = []
+    step = torch.optim.Adam.step
+
+    def spy(self, *args, **kwargs):
+        seen.append(self.param_groups[0]["lr"])
+        return step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", spy)
+    history = fit(Flat(), toy_data(), toy_data(seed=1), epochs=epochs, lr=lr, batch_size=16,
+                  patience=epochs, schedule=schedule, progress=False)
+    per_epoch = [seen[i:i + 4] for i in range(0, len(seen), 4)]      # 64 windows: 4 batches an epoch
+    assert all(len(set(rates)) == 1 for rates in per_epoch)
+    assert [rates[0] for rates in per_epoch] == history.learning_rates
+    return history.learning_rates
+
+
+def test_schedules_follow_the_official_code(monkeypatch):
+    # adjust_learning_rate(epoch + 1) runs after each epoch in the official exp_main.py, so
+    # epoch e (from 0) trains at type1: lr * 0.5 ** max(0, e - 1); type3: lr * 0.9 ** max(0, e - 3)
+    expected = {
+        None: [0.01] * 7,
+        "constant": [0.01] * 7,
+        "type1": [0.01, 0.01, 0.005, 0.0025, 0.00125, 0.000625, 0.0003125],
+        "type3": [0.01, 0.01, 0.01, 0.01, 0.009, 0.0081, 0.00729],
+    }
+    for schedule, rates in expected.items():
+        assert learning_rates(monkeypatch, schedule) == pytest.approx(rates, rel=1e-12), schedule
+    assert learning_rates(monkeypatch, lambda epoch: 1 / (1 + epoch), epochs=3) == pytest.approx(
+        [0.01, 0.005, 0.01 / 3])
+
+
+@pytest.mark.parametrize("schedule,error,message", [
+    ("type2", ValueError, r"schedule must be None, 'constant', 'type1', 'type3' or a callable epoch -> "
+                          r"multiplier, got 'type2'"),
+    (0.5, TypeError, r"schedule must be None, 'constant', 'type1', 'type3' or a callable"),
+    (lambda epoch: -1.0, ValueError, r"schedule\(0\) returned -1.0; expected a multiplier > 0"),
+])
+def test_bad_schedules_are_named(schedule, error, message):
+    with pytest.raises(error, match=message):
+        fit(Flat(), toy_data(), toy_data(), schedule=schedule, progress=False)
+
+
+def test_stop_reason_and_total_seconds():
+    train, val = toy_data(), toy_data(seed=1)
+    budget = fit(Flat(), train, val, epochs=3, lr=1e-2, patience=3, progress=False)
+    assert budget.stop_reason == "epochs" and not budget.converged and not budget.stopped_early
+    assert budget.total_seconds >= sum(budget.epoch_seconds) > 0
+    timed = fit(Flat(), train, val, epochs=50, max_seconds=0.0, progress=False)
+    assert timed.stop_reason == "time" and timed.stopped_early and not timed.converged
+    stuck = fit(Flat(), train, (val[0], val[1] + 10.0), epochs=50, lr=5e-2, batch_size=8, patience=2,
+                progress=False)
+    assert stuck.stop_reason == "converged" and stuck.converged and stuck.stopped_early
+    assert "converged" in str(stuck) and "epoch budget" in str(budget)
+
+
+def test_dlinear_with_its_fit_options_lands_near_the_least_squares_solution():
+    # issue 13, item 6: at a constant rate Adam never settles on this ill-conditioned linear
+    # map and early stopping keeps a jump; DLinear's type1 schedule from 1e-2 converges
+    from labsupport.data import HORIZON, LOOKBACK, book_task
+    from labsupport.models import LinearForecaster, RidgeForecaster
+    task = book_task(train_stride=1)
+    ridge = evaluate(RidgeForecaster(lookback=LOOKBACK, horizon=HORIZON).fit(task.train, task.val), task.test)
+    scores = {}
+    for name, options in (("type1", LinearForecaster.FIT_OPTIONS), ("constant", {"lr": 1e-2})):
+        set_seed(0)
+        model = LinearForecaster(lookback=LOOKBACK, horizon=HORIZON)
+        fit(model, task.train, task.val, epochs=30, batch_size=128, patience=3, progress=False, **options)
+        scores[name] = evaluate(model, task.test).mse
+    assert scores["type1"] < 1.05 * ridge.mse < scores["constant"]

@@ -8,7 +8,9 @@
 #
 #   --out DIR        results (default gpu-out): notebooks/ (each notebook as executed),
 #                    report.json and report.md (per notebook: result, time, device, torch
-#                    and CUDA versions, peak GPU memory), html/ (the book), pytest.log
+#                    and CUDA versions, peak GPU memory), html/ (the book, whose page
+#                    "Where the numbers came from" shows these executions and the
+#                    report), pytest.log
 #   --wheels DIR     install what is missing offline, from this folder of wheels only
 #   --profile P      labsupport size profile (default gpu; it needs CUDA)
 #   --python PY      run with this interpreter's environment as it is: no venv, no installs
@@ -120,11 +122,13 @@ if [ "$HTML" = 1 ]; then
     trap 'rm -rf "$book"' EXIT
     cp -r _config.yml _toc.yml ./*.md references.bib _static chapters "$book"/
     cp "$OUT"/notebooks/*.ipynb "$book/chapters/" 2>/dev/null || true
-    "$PY" - "$book/_config.yml" <<'EOF'
+    "$PY" - "$book/_config.yml" "$OUT/report.json" <<'EOF'
 import sys, yaml
-path = sys.argv[1]
+path, report = sys.argv[1:3]
 config = yaml.safe_load(open(path))
 config["execute"]["execute_notebooks"] = "off"     # render this run's outputs as they are
+# the page "Where the numbers came from" adds what nbval found (labsupport.sphinx_provenance)
+config.setdefault("sphinx", {}).setdefault("config", {})["provenance_nbval_report"] = report
 open(path, "w").write(yaml.safe_dump(config))
 EOF
     echo "gpu_check: building the HTML book"

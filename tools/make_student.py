@@ -48,14 +48,18 @@ def strip_solution_code(source: str, where: str) -> str:
     return "\n".join(out)
 
 
-def student_version(nb, name: str = "notebook"):
-    """A copy of ``nb`` without solutions, outputs or widget state."""
+def student_version(nb, name: str = "notebook", *, keep_solution_code: bool = False):
+    """A copy of ``nb`` without solutions, outputs or widget state.
+
+    With ``keep_solution_code`` the code between the markers stays (only the dropdowns
+    go): the source version of an nbgrader assignment, where nbgrader removes it.
+    """
     nb = nbformat.from_dict(nb)
     cells = []
     for index, cell in enumerate(nb.cells):
         where = f"{name}, cell {index}"
         if cell.cell_type == "code":
-            if BEGIN in cell.source:
+            if BEGIN in cell.source and not keep_solution_code:
                 cell.source = strip_solution_code(cell.source, where)
             cell.outputs, cell.execution_count = [], None
             cell.metadata.pop("execution", None)

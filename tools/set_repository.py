@@ -1,13 +1,16 @@
-"""Write the repository URL of _config.yml into every notebook's setup cell.
+"""Write the book's setup cell, with the repository URL of _config.yml, into every notebook.
 
-The URL is one setting: `repository.url` in _config.yml (it drives the book's
-repository and Colab buttons). After changing it, run
+Every notebook starts with the same setup cell: `setup_cell(url)` below. On Colab it
+clones the repository and installs `labsupport` from the clone (a regular install: the
+series ships inside the package); elsewhere it does nothing. Its tag `remove-input` hides
+it in the HTML, where it is boilerplate; it stays in the notebook. The URL is one setting:
+`repository.url` in _config.yml (it drives the book's repository and Colab buttons too).
+After changing it, or the cell below, run
 
     python tools/set_repository.py
 
-so that the notebooks' first cell clones the same repository on Colab.
+A test checks that every notebook's first code cell is this cell.
 """
-import re
 import sys
 from pathlib import Path
 
@@ -15,19 +18,41 @@ import nbformat
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-PATTERN = re.compile(r'^REPOSITORY = ".*"$', flags=re.M)
+TAGS = ["remove-input"]
+SETUP = '''\
+# Setup: on Colab, install the book's package (code and data); elsewhere, do nothing.
+import importlib.util, subprocess, sys
+REPOSITORY = "{url}"
+if importlib.util.find_spec("labsupport") is None:
+    if "google.colab" not in sys.modules:
+        raise ModuleNotFoundError(
+            "labsupport is missing: run `pip install .` in the repository")
+    subprocess.run(["git", "clone", "--depth", "1", REPOSITORY,
+                    "/content/ch12"], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
+                    "/content/ch12"], check=True)
+    importlib.invalidate_caches()          # see the package installed just now'''
+
+
+def repository_url() -> str:
+    return yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+
+
+def setup_cell(url: str) -> str:
+    """The source of every notebook's first code cell."""
+    return SETUP.format(url=url)
 
 
 def main() -> int:
-    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    source = setup_cell(repository_url())
     for path in sorted((ROOT / "chapters").glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         setup = next(c for c in nb.cells if c.cell_type == "code")
-        updated = PATTERN.sub(f'REPOSITORY = "{url}"', setup.source)
-        if updated != setup.source:
-            setup.source = updated
+        if setup.source != source or setup.metadata.get("tags") != TAGS:
+            setup.source = source
+            setup.metadata["tags"] = list(TAGS)
             nbformat.write(nb, path)
-            print(f"{path.name}: REPOSITORY = {url}")
+            print(f"{path.name}: setup cell written")
     return 0
 
 

@@ -1,20 +1,41 @@
 """The self-check framework: a check runs the student's function on known inputs and
 returns a verdict, a pass or a specific hint. It never raises, so a student notebook
-still runs top to bottom with exercises unanswered."""
+still runs top to bottom with exercises unanswered.
+
+A check is kind to the notebook it runs in: it calls the student's function on copies
+of its inputs (and says so when the function changed them in place), under a time
+limit, and leaves the global torch, NumPy and ``random`` generators as it found them.
+"""
 from __future__ import annotations
 
+import contextlib
+import copy
 import functools
+import inspect
+import math
+import numbers
+import random
+import signal
 import textwrap
+import threading
+import time
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 NOT_ANSWERED = ("not answered yet: replace `raise NotImplementedError` in the exercise cell "
                 "with your code, run that cell, then run this check again")
 
+TIME_LIMIT_S = 10.0        # per call of the student's function; the book's answers take milliseconds
+
 
 class Hint(Exception):
     """Raised inside a check to tell the student what is wrong and where to look."""
+
+
+class _Unanswered(Exception):
+    """The student's function still raises NotImplementedError."""
 
 
 @dataclass(frozen=True)
@@ -39,36 +60,225 @@ CHECKS: dict = {}
 def check(exercise: str):
     """Turn ``body(answer) -> success message`` into a check returning a `CheckResult`.
 
-    Inside ``body``, ``raise Hint("...")`` for a recognised mistake.
+    Inside ``body``, ``raise Hint("...")`` for a recognised mistake. ``body`` receives the
+    student's function wrapped in a `StudentFunction`: every call runs on copies of the
+    arguments, within `TIME_LIMIT_S`, and turns a crash, a ``None`` or a timeout into a hint.
     """
     def decorate(body):
         @functools.wraps(body)
-        def run(answer) -> CheckResult:
-            try:
-                return CheckResult(exercise, True, body(answer))
-            except NotImplementedError:
-                return CheckResult(exercise, False, NOT_ANSWERED)
-            except Hint as hint:
-                return CheckResult(exercise, False, str(hint))
-            except Exception as err:                     # the student's code failed
-                return CheckResult(exercise, False, f"your code raised {type(err).__name__}: {err}")
+        def run(answer, *, label: str | None = None) -> CheckResult:
+            """``label`` names the exercise in the verdict instead of the book's own label
+            (the lab reuses the sections' checks under its own step names)."""
+            student = StudentFunction(answer)
+            with global_random_state_kept():
+                passed, message = _verdict(body, student)
+            return CheckResult(label or exercise, passed, message + student.note())
         CHECKS[body.__name__] = run
         return run
     return decorate
 
 
-def expect_tensor(value, shape, what: str) -> torch.Tensor:
-    """Raise a `Hint` unless ``value`` is a tensor of ``shape``."""
+def _verdict(body, student) -> tuple[bool, str]:
+    try:
+        return True, body(student)
+    except _Unanswered:
+        return False, NOT_ANSWERED
+    except Hint as hint:
+        return False, str(hint)
+    except Exception as err:                 # the check itself could not use the answer
+        return False, (f"the check could not use what your function returned ({type(err).__name__}: "
+                       f"{err}); compare its type and shape with what the exercise asks for")
+
+
+class StudentFunction:
+    """The student's function as a check calls it.
+
+    Each call gets deep copies of the arguments (the check's own tensors stay intact for
+    its reference computations), runs at most `TIME_LIMIT_S` seconds where the platform
+    allows an alarm (the main thread on Linux and macOS), and raises a `Hint` when the
+    function raises, returns None or runs out of time. ``within`` is a context manager
+    entered around the student's code only (e.g. `labsupport.timing.LargestTensor`), so
+    the copies are not counted in it. Arguments the function changed are remembered for
+    `note`.
+    """
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.changed: list[str] = []
+
+    def __call__(self, *args, within=None):
+        if not callable(self.fn):
+            raise Hint(f"pass your function itself to the check, got {type(self.fn).__name__} "
+                       f"{_short(self.fn)}")
+        copies = _copy(args)
+        try:
+            with _time_limit(TIME_LIMIT_S), within or contextlib.nullcontext():
+                result = self.fn(*copies)
+        except NotImplementedError:
+            raise _Unanswered from None
+        except _OutOfTime:
+            raise Hint(f"your function ran longer than {TIME_LIMIT_S:g} s on small inputs (the book's "
+                       "answer takes milliseconds): look for a loop that never ends, or one over "
+                       "every element that a tensor operation could replace") from None
+        except (Hint, _Unanswered):
+            raise
+        except Exception as err:              # the student's code failed
+            raise Hint(f"your code raised {type(err).__name__}: {err}") from None
+        self._remember_changes(args, copies)
+        if result is None:
+            raise Hint("your function returned None: end it with `return <the result>`")
+        return result
+
+    def _remember_changes(self, originals, copies) -> None:
+        names = _parameter_names(self.fn, len(originals))
+        for name, before, after in zip(names, originals, copies):
+            if not _same(before, after) and name not in self.changed:
+                self.changed.append(name)
+
+    def note(self) -> str:
+        """'' or a sentence that names the arguments the function changed in place."""
+        if not self.changed:
+            return ""
+        names = ", ".join(self.changed)
+        return (f" (note: your function changed its input {names} in place; the check gave it a "
+                "copy, but in your notebook the caller's data would change too: write "
+                "`x = x + ...` rather than `x += ...`, and avoid in-place operations such as "
+                "`.mul_()` or `inplace=True`)")
+
+
+class _OutOfTime(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+    """Raise `_OutOfTime` in the main thread after ``seconds``; elsewhere (Windows, other
+    threads) no limit. A timer already set by someone else is restored afterwards."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def out_of_time(signum, frame):
+        raise _OutOfTime
+
+    previous_handler = signal.signal(signal.SIGALRM, out_of_time)
+    previous_delay, previous_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous_handler)
+        if previous_delay:                     # give the outer timer back what it had left
+            left = max(previous_delay - (time.monotonic() - start), 1e-3)
+            signal.setitimer(signal.ITIMER_REAL, left, previous_interval)
+
+
+def _copy(args: tuple) -> tuple:
+    """Deep copies of the arguments, in one go so that shared objects stay shared."""
+    try:
+        return copy.deepcopy(args)
+    except Exception:                          # e.g. a non-leaf tensor: copy what can be copied
+        return tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def _same(a, b) -> bool:
+    """Whether the student's copy ``b`` still equals the original ``a`` (NaN equals NaN)."""
+    if isinstance(a, torch.Tensor):
+        return (isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype
+                and bool(torch.isclose(a.detach(), b.detach(), rtol=0, atol=0, equal_nan=True).all()))
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
+    if isinstance(a, torch.nn.Module):
+        return _same(a.state_dict(), b.state_dict())
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(map(_same, a, b))
+    return True                                # numbers, dtypes, functions: cannot be changed
+
+
+def _parameter_names(fn, n: int) -> list[str]:
+    """The names of the first ``n`` positional parameters of ``fn``, else 'argument i'."""
+    try:
+        params = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    return [f"`{params[i]}`" if i < len(params) else f"argument {i + 1}" for i in range(n)]
+
+
+@contextlib.contextmanager
+def global_random_state_kept():
+    """Restore the global torch (CPU and initialised CUDA), NumPy and ``random`` generators
+    on exit, so that a check changes no later random draw in the notebook."""
+    torch_state, np_state, py_state = torch.get_rng_state(), np.random.get_state(), random.getstate()
+    cuda_states = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        torch.set_rng_state(torch_state)
+        np.random.set_state(np_state)
+        random.setstate(py_state)
+        if cuda_states is not None:
+            torch.cuda.set_rng_state_all(cuda_states)
+
+
+def _short(value, width: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def expect_tensor(value, shape, what: str, *, finite: bool = True) -> torch.Tensor:
+    """Raise a `Hint` unless ``value`` is a floating or integer tensor of ``shape``
+    (and, with ``finite``, holds no NaN or inf)."""
     if not isinstance(value, torch.Tensor):
         raise Hint(f"{what} should return a torch.Tensor, got {type(value).__name__}")
     if tuple(value.shape) != tuple(shape):
         raise Hint(f"{what} should have shape {tuple(shape)}, got {tuple(value.shape)}")
+    if value.dtype == torch.bool or value.is_complex():
+        raise Hint(f"{what} should hold real numbers, got dtype {value.dtype}")
+    if value.dtype in (torch.float16, torch.bfloat16):
+        raise Hint(f"{what} returned {value.dtype}, which keeps about 3 digits, too few to check "
+                   "against: compute in the dtype of the inputs (float32 or float64)")
+    if finite and not bool(torch.isfinite(value).all()):
+        bad = (~torch.isfinite(value)).nonzero()[0].tolist()
+        raise Hint(f"{what} holds NaN or inf (first at index {tuple(bad)}): look for a division "
+                   "by zero, exp() of a large number, or a softmax over a row with no allowed entry")
     return value
 
 
+def expect_number(value, wanted: str = "a number") -> float | int:
+    """``value`` as a Python number: ints, floats, NumPy scalars and one-element tensors
+    count. Raise a `Hint` ("return <wanted>, got ...") for anything else, a bool, NaN or inf."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype != torch.bool:
+        value = value.item()
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise Hint(f"return {wanted}, got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise Hint(f"your function returned {value}, not {wanted}: look for a division by zero "
+                   "or an overflow")
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def expect_sequence(value, what: str, wanted: str) -> list:
+    """``value`` (a list, tuple, array or 1-d tensor) as a list; raise a `Hint` otherwise."""
+    if isinstance(value, (torch.Tensor, np.ndarray)) and value.ndim == 1:
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    shape = f" of shape {tuple(value.shape)}" if isinstance(value, (torch.Tensor, np.ndarray)) else ""
+    raise Hint(f"{what} should return {wanted}, got {type(value).__name__}{shape}")
+
+
 def close(a, b, tol: float = 1e-6) -> bool:
-    return isinstance(a, torch.Tensor) and a.shape == b.shape and torch.allclose(
-        a.double(), b.double(), atol=tol, rtol=tol)
+    """``a`` (the answer) equals ``b`` (a float64 reference) within ``tol``, relaxed to the
+    precision of a lower-precision answer (float32 keeps about 7 digits)."""
+    if not (isinstance(a, torch.Tensor) and a.shape == b.shape) or a.dtype == torch.bool:
+        return False
+    if a.is_floating_point():
+        tol = max(tol, 100 * torch.finfo(a.dtype).eps)
+    return torch.allclose(a.double(), b.double(), atol=tol, rtol=tol)
 
 
 def yours_or_reference(check_fn, answer, reference):

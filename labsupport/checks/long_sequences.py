@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .core import Hint, check, close, expect_tensor
+from .core import Hint, check, close, expect_number, expect_tensor
 
 
 def _online_right(m, l, acc, scores, v):
@@ -20,7 +20,11 @@ def _run_tiles(step, q_scores, v, tile):
     l = torch.zeros(n, 1, dtype=torch.float64)
     acc = torch.zeros(n, v.shape[-1], dtype=torch.float64)
     for j in range(0, q_scores.shape[1], tile):
-        m, l, acc = step(m, l, acc, q_scores[:, j:j + tile], v[j:j + tile])
+        state = step(m, l, acc, q_scores[:, j:j + tile], v[j:j + tile])
+        if not (isinstance(state, tuple) and len(state) == 3):
+            raise Hint(f"return the new state as a tuple (m, l, acc), got {type(state).__name__}")
+        m, l, acc = (expect_tensor(t, like.shape, f"online_step's {name}", finite=False)
+                     for t, like, name in zip(state, (m, l, acc), ("m", "l", "acc")))
     return acc / l
 
 
@@ -71,9 +75,7 @@ def patch_count(fn):
     cases = [(336, 24, 12), (336, 16, 8), (2048, 24, 1), (100, 10, 10), (24, 24, 24), (50, 8, 7)]
     for lookback, patch_len, stride in cases:
         want = (lookback - patch_len) // stride + 1
-        got = fn(lookback, patch_len, stride)
-        if isinstance(got, torch.Tensor):
-            got = got.item()
+        got = expect_number(fn(lookback, patch_len, stride), "a number of patches")
         if got == want:
             continue
         if got == want - 1:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from . import reference
-from .core import Hint, check, close, expect_tensor
+from .core import Hint, check, close, expect_number, expect_tensor
 
 
 def _qk(L=5, S=7, D=8, seed=0):
@@ -46,8 +46,9 @@ def attention_weights(fn):
 def causal_attention(fn):
     L, D = 6, 8
     q, k = _qk(L, L, D, seed=1)
-    eye = torch.eye(L, dtype=torch.float64).expand(2, 3, L, L)       # v = I: the output IS the weights
-    w = expect_tensor(fn(q, k, eye), (2, 3, L, L), "causal_attention(q, k, v) with v (2, 3, 6, 6)")
+    eye = torch.eye(L, dtype=torch.float64).repeat(2, 3, 1, 1)       # v = I: the output IS the weights
+    w = expect_tensor(fn(q, k, eye), (2, 3, L, L), "causal_attention(q, k, v) with v (2, 3, 6, 6)",
+                      finite=False).double()
     if not torch.isfinite(w).all():
         raise Hint("the output holds NaN: a query with every key masked (position 0 has only itself: "
                    "keep the diagonal, tril rather than tril(diagonal=-1))")
@@ -79,9 +80,7 @@ def score_matrix_bytes(fn):
     cases = ((1, 1, 1024, torch.float32), (8, 4, 512, torch.float16), (2, 8, 2048, torch.float64))
     for batch, heads, length, dtype in cases:
         right = reference.score_matrix_bytes(batch, heads, length, dtype)
-        got = fn(batch, heads, length, dtype)
-        if not isinstance(got, (int, float)) or isinstance(got, bool):
-            raise Hint(f"return a number of bytes, got {type(got).__name__}")
+        got = expect_number(fn(batch, heads, length, dtype), "a number of bytes")
         if got == right:
             continue
         call = f"score_matrix_bytes({batch}, {heads}, {length}, {dtype})"
@@ -109,3 +108,45 @@ def split_heads(fn):
         raise Hint("reshaping straight to (B, H, L, hd) mixes positions into heads: "
                    "view as (B, L, H, hd), then transpose(1, 2)")
     raise Hint("head h at position t should hold x[b, t, h*hd:(h+1)*hd]")
+
+
+PEAK_SIZES = dict(batch=2, heads=4, length=1024, head_dim=64)     # exercise 12.1.5
+PEAK_TOLERANCE = 0.05
+
+
+def measured_naive_peak(batch, heads, length, head_dim):
+    """The measured forward peak of `naive_attention` (float32, no mask), on the CPU; None
+    where the platform cannot measure it."""
+    from ..attention import naive_attention
+    from ..timing import attention_inputs, peak_memory
+
+    q, k, v = attention_inputs(length, batch=batch, heads=heads, head_dim=head_dim)
+    with torch.no_grad():
+        return peak_memory(naive_attention, q, k, v)
+
+
+@check("12.1 exercise 5: predict the peak, then measure it")
+def predicted_peak(fn):
+    B, H, L, d = PEAK_SIZES.values()
+    guess = expect_number(fn(), "a number of bytes")
+    measured = measured_naive_peak(B, H, L, d)
+    if measured is None:
+        measured = (2 * B * H * L * L + B * H * L * d) * 4
+        where = "the byte model (this platform cannot measure the peak)"
+    else:
+        where = "the measured peak"
+    ratio = guess / measured
+    if abs(ratio - 1) <= PEAK_TOLERANCE:
+        return (f"your prediction is within {PEAK_TOLERANCE:.0%} of {where}: the scores and their "
+                "softmax, two (B, H, L, L) float32 matrices, are alive together, then the output")
+    one_matrix = B * H * L * L * 4
+    if abs(guess / one_matrix - 1) <= PEAK_TOLERANCE:
+        raise Hint("that is one (B, H, L, L) float32 matrix; naive attention holds two at once: the "
+                   "scores are still alive while softmax writes the weights")
+    if abs(guess / (2 * L * L * 4) - 1) <= PEAK_TOLERANCE:
+        raise Hint("two L x L matrices, but for one sequence and one head: every batch element and "
+                   "every head has its own scores")
+    if abs(guess / (measured / 4) - 1) <= PEAK_TOLERANCE * 4 or abs(guess / (measured * 4) - 1) <= 0.2:
+        raise Hint("off by a factor of about 4: count bytes, and float32 takes 4 bytes per number")
+    raise Hint(f"your prediction is {ratio:.2f} times {where}; count the (B, H, L, L) matrices "
+               "that are alive at the same time, in bytes")

@@ -1,10 +1,11 @@
 """Self-checks for the exercises of 12.2 The Transformer Architecture."""
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
-from .core import Hint, check, close, expect_tensor
+from .core import Hint, check, close, expect_number, expect_tensor
 
 
 def _ffn_weights(d=6, d_ff=10, seed=0):
@@ -80,9 +81,9 @@ def peeks(fn):
     for name, model, t in (("causal", _Mixer(True), 4), ("non-causal", _Mixer(False), 4),
                            ("causal", _Mixer(True), 0), ("non-causal", _Mixer(False), 7)):
         got = fn(model, x.clone(), t)
-        if not isinstance(got, bool):
+        if not isinstance(got, (bool, np.bool_)):
             raise Hint(f"return True or False (a bool), got {type(got).__name__}")
-        verdicts[(name, t)] = got
+        verdicts[(name, t)] = bool(got)
     if verdicts[("causal", 4)] or verdicts[("causal", 0)]:
         if not verdicts[("non-causal", 4)]:
             raise Hint("the verdicts are inverted: return True when the outputs up to t DO change")
@@ -102,10 +103,10 @@ def seasonal_naive(fn):
         got = fn(x, period, horizon)
         call = f"seasonal_naive(x (2, 10, 1), period={period}, horizon={horizon})"
         expect_tensor(got, (2, horizon, 1), call)
-        if torch.equal(got, expected):
+        if close(got, expected):
             continue
         shifted = torch.stack([x[:, 9 - period + (t % period)] for t in range(horizon)], dim=1)
-        if torch.equal(got, shifted):
+        if close(got, shifted):
             raise Hint(f"{call}: off by one: the last period is x[:, -period:], ending at the last step")
         raise Hint(f"{call}: forecast step t should repeat x[:, L - period + (t mod period)]; "
                    "tile the last period when the horizon is longer than it")
@@ -117,7 +118,7 @@ def block_parameters(fn):
     from ..layers import TransformerBlock
     for d_model, n_heads, d_ff in ((64, 4, 128), (32, 8, 32), (16, 1, 64)):
         right = sum(p.numel() for p in TransformerBlock(d_model, n_heads, d_ff).parameters())
-        got = fn(d_model, n_heads, d_ff)
+        got = expect_number(fn(d_model, n_heads, d_ff), "a number of parameters")
         call = f"block_parameters({d_model}, {n_heads}, {d_ff})"
         if got == right:
             continue

@@ -25,7 +25,7 @@ def main():
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--revin", type=int, default=1)
-    parser.add_argument("--schedule", default="cosine", choices=["cosine", "constant", "halving"])
+    parser.add_argument("--schedule", default="cosine", choices=["cosine", "constant", "type1"])
     args = parser.parse_args()
     torch.set_num_threads(1)
     task = book_task(train_stride=args.stride)
@@ -37,7 +37,7 @@ def main():
           f"val {ols.validation_mse[0.0]:.4f}; train MSE ridge {evaluate(ridge, task.train).mse:.4f}, "
           f"least squares {evaluate(ols, task.train).mse:.4f}")
     schedule = {"cosine": warmup_cosine(args.epochs), "constant": lambda e: 1.0,
-                "halving": lambda e: 0.5 ** e}[args.schedule]
+                "type1": lambda e: 0.5 ** max(0, e - 1)}[args.schedule]
     set_seed(0)
     model = LinearForecaster(lookback=LOOKBACK, horizon=HORIZON, revin=revin)
     optimiser = torch.optim.Adam(model.parameters(), lr=args.lr)

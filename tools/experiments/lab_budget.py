@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from _common import use_schedule_fallback
+import _common  # noqa: F401
 
 from labsupport import profile
 from labsupport.compare import Trainable, compare, warmup_cosine
@@ -49,7 +49,6 @@ def main():
     parser.add_argument("--profile", default="cpu")
     parser.add_argument("--parts", nargs="+", default=["patch", "dlinear", "gru", "tcn", "linear"])
     args = parser.parse_args()
-    use_schedule_fallback()
     P = profile.current(args.profile)
     print(f"{P}, {torch.get_num_threads()} threads")
     started = time.perf_counter()

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from _common import make_schedule, parse_value, use_schedule_fallback
+from _common import make_schedule, parse_value
 
 from labsupport.attention import (LinformerAttention, linear_attention, local_attention,
                                   longformer_attention, performer_attention)
@@ -228,7 +228,6 @@ def main():
     parser.add_argument("--kinds", nargs="+", default=list(KINDS) + ["sinusoidal@origin"], help="12.3")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    use_schedule_fallback()
     {"efficient": efficient, "context": context, "encodings": encodings, "calendar": calendar}[args.what](args)
 
 

@@ -1,0 +1,1 @@
+"""The data the package ships (package data, read by `labsupport.data`): see README.md here."""

@@ -1,0 +1,428 @@
+"""Nothing the user holds changes behind their back (issue 19): every public function of
+labsupport, called on valid inputs, leaves each argument as it was and the global torch,
+NumPy and ``random`` generators where they were.
+
+`CASES` holds one valid call per public name; `EXEMPT` names the rest, each with its reason.
+A new public function fails `test_every_public_name_is_covered` until it is added to one.
+Modules are built outside the measured call: their constructors draw initial weights from
+the global generator, as every ``torch.nn`` module does (`set_seed` makes that reproducible);
+their forward passes (in eval mode) are measured.
+"""
+import copy
+import functools
+import importlib
+import inspect
+import random
+from functools import partial
+
+import numpy as np
+import pytest
+import torch
+
+from labsupport import attention as A
+from labsupport import data as D
+from labsupport import layers as Ly
+from labsupport import memory as M
+from labsupport import models as Mo
+from labsupport import positional as P
+from labsupport import report as R
+from labsupport import timing as T
+from labsupport import train as Tr
+from labsupport import validation as V
+
+MODULES = ["attention", "layers", "positional", "memory", "models", "data", "train", "timing", "plots",
+           "widgets", "profile", "report", "validation"]
+
+EXEMPT = {
+    # records and exceptions: no behaviour to test
+    "attention.KernelSpec": "a frozen record", "attention.LinearAttentionState": "a record",
+    "data.ChecksumError": "an exception", "data.EttData": "a record", "data.ForecastTask": "a record",
+    "memory.MemoryState": "a record", "timing.Timing": "a record", "profile.Profile": "a record",
+    "report.RunStart": "a record",
+    "train.Metrics": "a record", "train.History": "a record",
+    "positional.AttentionPosition": "an abstract base; its subclasses are measured",
+    # a documented job that is a side effect
+    "attention.attention_kernel": "declares a spec: setting .spec on the kernel it decorates is its job",
+    "train.set_seed": "seeding the global generators is its documented job",
+    "plots.use_book_style": "setting matplotlib's rcParams is its documented job",
+    # covered elsewhere
+    "widgets.encoding_explorer": "interactive: draws with encoding_figure, measured here",
+    "widgets.attention_explorer": "interactive: draws with attention_figure, measured here",
+    "widgets.cost_explorer": "interactive: draws with cost_figure, measured here",
+}
+
+
+def t(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def qkv(L=6, S=None, D=4):
+    S = L if S is None else S
+    return t(1, 2, L, D, seed=1), t(1, 2, S, D, seed=2), t(1, 2, S, D, seed=3)
+
+
+def built(cls, *args, **kwargs):
+    """A module built with a fixed seed, in eval mode, without touching the global generator."""
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return cls(*args, **kwargs).eval()
+
+
+def series(T_=60, C=2):
+    stamps = np.datetime64("2020-01-01T00:00") + np.arange(T_) * np.timedelta64(60, "m")
+    return D.Series(stamps, np.random.default_rng(0).normal(size=(T_, C)).astype(np.float32),
+                    tuple(f"c{i}" for i in range(C)), "toy")
+
+
+def vic_file():
+    return D.data_dir() / D.VIC_ELEC_FILE
+
+
+@functools.lru_cache(maxsize=1)
+def _sweep():
+    return T.cost_sweep({"naive": A.naive_attention}, [8, 16], reps=1, progress=False,
+                        make_inputs=lambda L: qkv(L))
+
+
+def sweep_rows():
+    return copy.deepcopy(_sweep())
+
+
+def case(fn, *args, **kwargs):
+    return fn, args, kwargs
+
+
+ON = (torch.arange(6), torch.arange(6))           # query and key positions
+CASES = {   # name: () -> (callable, args, kwargs)
+    # attention
+    "attention.kernel_spec": lambda: case(A.kernel_spec, partial(A.local_attention, window=2)),
+    "attention.kernel_name": lambda: case(A.kernel_name, A.sdpa),
+    "attention.explicit_attention": lambda: case(A.explicit_attention, "local", *qkv(),
+                                                 mask=torch.ones(6, 6, dtype=torch.bool)),
+    "attention.causal_mask": lambda: case(A.causal_mask, 4),
+    "attention.naive_attention": lambda: case(A.naive_attention, *qkv(5, 7), mask=t(5, 7) > 0, bias=t(5, 7)),
+    "attention.flash_attention": lambda: case(A.flash_attention, *qkv(5, 7), bias=t(5, 7), block_size=2),
+    "attention.sdpa": lambda: case(A.sdpa, *qkv(5, 7), mask=torch.ones(7, dtype=torch.bool)),
+    "attention.sdpa_backends": lambda: case(A.sdpa_backends, *qkv()),
+    "attention.sdpa_backend_used": lambda: case(A.sdpa_backend_used, *qkv()),
+    "attention.band_mask": lambda: case(A.band_mask, 5, 1),
+    "attention.longformer_mask": lambda: case(A.longformer_mask, 6, 1, [0, 3]),
+    "attention.local_attention": lambda: case(A.local_attention, *qkv(), window=2, is_causal=True),
+    "attention.longformer_attention": lambda: case(A.longformer_attention, *qkv(), window=1,
+                                                   global_tokens=torch.tensor([0, 4])),
+    "attention.LinformerAttention": lambda: case(built(A.LinformerAttention, 6, 3), *qkv()),
+    "attention.linear_attention": lambda: case(A.linear_attention, *qkv(), is_causal=True, chunk_size=4),
+    "attention.linear_attention_recurrent": lambda: case(
+        A.linear_attention_recurrent, *qkv(), return_state=True,
+        state=A.LinearAttentionState(t(1, 2, 4, 4), t(1, 2, 4).abs())),
+    "attention.orthogonal_random_features": lambda: case(A.orthogonal_random_features, 6, 4, generator=0),
+    "attention.favor_features": lambda: case(A.favor_features, t(5, 4), t(6, 4)),
+    "attention.performer_attention": lambda: case(A.performer_attention, *qkv(), num_features=8,
+                                                  generator=torch.Generator().manual_seed(1)),
+    "attention.get_kernel": lambda: case(A.get_kernel, "performer"),
+    # layers
+    "layers.MultiHeadAttention": lambda: case(built(Ly.MultiHeadAttention, 8, 2, kernel="local"), t(2, 5, 8),
+                                              mask=torch.ones(5, 5, dtype=torch.bool), return_weights=True),
+    "layers.FeedForward": lambda: case(built(Ly.FeedForward, 8, 16), t(2, 5, 8)),
+    "layers.TokenBatchNorm": lambda: case(built(Ly.TokenBatchNorm, 8), t(2, 5, 8)),
+    "layers.make_norm": lambda: case(Ly.make_norm, "batch", 8),
+    "layers.TransformerBlock": lambda: case(built(Ly.TransformerBlock, 8, 2, 16, 0.1), t(2, 5, 8), is_causal=True),
+    "layers.TransformerEncoder": lambda: case(built(Ly.TransformerEncoder, 8, 2, 2, 16, 0.1), t(2, 5, 8),
+                                              return_weights=True),
+    "layers.DecoderBlock": lambda: case(built(Ly.DecoderBlock, 8, 2, 16, 0.1), t(2, 5, 8), t(2, 7, 8)),
+    # positional
+    "positional.sinusoidal_features": lambda: case(P.sinusoidal_features, torch.arange(5.0), 8),
+    "positional.sinusoidal_encoding": lambda: case(P.sinusoidal_encoding, 5, 8),
+    "positional.SinusoidalPositionalEncoding": lambda: case(built(P.SinusoidalPositionalEncoding, 8), t(2, 5, 8)),
+    "positional.LearnedPositionalEncoding": lambda: case(built(P.LearnedPositionalEncoding, 5, 8), t(2, 5, 8)),
+    "positional.Time2Vec": lambda: case(built(P.Time2Vec, 8), t(2, 5, 8), positions=torch.arange(5.0)),
+    "positional.NoPositionalEncoding": lambda: case(built(P.NoPositionalEncoding), t(2, 5, 8)),
+    "positional.RotaryEmbedding": lambda: case(built(P.RotaryEmbedding, 4), t(2, 3, 5, 4), positions=torch.arange(5)),
+    "positional.alibi_slopes": lambda: case(P.alibi_slopes, 4),
+    "positional.alibi_bias": lambda: case(P.alibi_bias, 2, 5, q_pos=torch.arange(5), k_pos=torch.arange(5)),
+    "positional.ALiBi": lambda: case(built(P.ALiBi, 2).bias, *qkv()[:2], *ON),
+    "positional.relative_position_bucket": lambda: case(P.relative_position_bucket, torch.arange(-5, 5)),
+    "positional.RelativePositionBias": lambda: case(built(P.RelativePositionBias, 2).bias, *qkv()[:2], *ON),
+    "positional.XLRelativePosition": lambda: case(built(P.XLRelativePosition, 2, 4).bias, *qkv()[:2], *ON),
+    "positional.make_positional_encoding": lambda: case(P.make_positional_encoding, "sinusoidal", d_model=8,
+                                                        max_len=5),
+    "positional.make_attention_position": lambda: case(P.make_attention_position, "rope", n_heads=2, head_dim=4),
+    "positional.time_features": lambda: case(P.time_features, series().timestamps, np.zeros(60)),
+    # memory
+    "memory.memory_mask": lambda: case(M.memory_mask, 4, 3),
+    "memory.CompressiveMemory": lambda: case(built(M.CompressiveMemory, 8, mem_len=4, cmem_len=2, rate=2).update,
+                                             t(2, 4, 8), t(2, 2, 8), t(2, 4, 8)),
+    "memory.attention_reconstruction_loss": lambda: case(
+        M.attention_reconstruction_loss, built(Ly.MultiHeadAttention, 8, 2), t(2, 3, 8), t(2, 4, 8),
+        built(M.CompressiveMemory, 8, mem_len=4, cmem_len=2, rate=2, compression="conv")),
+    "memory.SegmentRecurrentEncoder": lambda: case(built(M.SegmentRecurrentEncoder, 8, 2, 1, mem_len=4), t(2, 5, 8)),
+    "memory.run_segments": lambda: case(M.run_segments, built(M.SegmentRecurrentEncoder, 8, 2, 1, mem_len=4),
+                                        t(2, 9, 8), 4, return_memory=True),
+    # models
+    "models.check_window": lambda: case(Mo.check_window, t(2, 12, 1), 12, 1),
+    "models.GRUForecaster": lambda: case(built(Mo.GRUForecaster, lookback=12, horizon=3, hidden=8), t(2, 12, 1)),
+    "models.CausalConv1d": lambda: case(built(Mo.CausalConv1d, 2, 3, 3), t(2, 2, 12)),
+    "models.TemporalBlock": lambda: case(built(Mo.TemporalBlock, 2, 3, 3, 2), t(2, 2, 12)),
+    "models.TCNForecaster": lambda: case(built(Mo.TCNForecaster, lookback=12, horizon=3, hidden=4), t(2, 12, 1)),
+    "models.MovingAverage": lambda: case(built(Mo.MovingAverage, 5), t(2, 12, 1)),
+    "models.LinearForecaster": lambda: case(built(Mo.LinearForecaster, lookback=12, horizon=3, kernel_size=5),
+                                            t(2, 12, 1)),
+    "models.seasonal_naive": lambda: case(Mo.seasonal_naive, t(2, 12, 1), 4, 6),
+    "models.InstanceNorm": lambda: case(built(Mo.InstanceNorm, 1).normalise, t(2, 12, 1)),
+    "models.PatchTransformer": lambda: case(built(Mo.PatchTransformer, lookback=48, horizon=6, patch_len=12,
+                                                  d_model=8, n_heads=2, pos_encoding="alibi"),
+                                            t(2, 48, 1), return_weights=True),
+    # data
+    "data.Series": lambda: case(series().select, "c1", "c0"),
+    "data.data_dir": lambda: case(D.data_dir),
+    "data.sha256_of": lambda: case(D.sha256_of, vic_file()),
+    "data.verify_sha256": lambda: case(D.verify_sha256, vic_file(), D.VIC_ELEC_SHA256),
+    "data.load_csv": lambda: case(D.load_csv, vic_file(), columns=["holiday", "demand_mw"]),
+    "data.load_vic_elec": lambda: case(D.load_vic_elec),
+    "data.temporal_split": lambda: case(D.temporal_split, D.load_vic_elec(), context=24),
+    "data.Standardizer": lambda: case(D.Standardizer().fit(np.arange(20.0).reshape(10, 2)).transform, t(3, 2)),
+    "data.ett_borders": lambda: case(D.ett_borders, "ETTh1", context=10),
+    "data.load_ett": lambda: case(D.load_ett, "ETTh1", _ett_root(), False, sha256=None),
+    "data.make_windows": lambda: case(D.make_windows, np.arange(40.0).reshape(20, 2), 5, 2, stride=3),
+    "data.patchify": lambda: case(D.patchify, t(2, 20), patch_len=4, stride=3),
+    "data.book_task": lambda: case(D.book_task, train_stride=500, eval_stride=500, calendar=True),
+    # train
+    "train.pick_device": lambda: case(Tr.pick_device, "cpu"),
+    "train.fit": lambda: case(_fit_a_new_model, (t(40, 12, 1), t(40, 3, 1, seed=1)),
+                              (t(10, 12, 1, seed=2), t(10, 3, 1, seed=3))),
+    "train.predict": lambda: case(Tr.predict, _small_patch_model(), t(5, 12, 1), batch_size=2),
+    "train.evaluate": lambda: case(Tr.evaluate, _small_patch_model(), (t(5, 12, 1), t(5, 3, 1, seed=1))),
+    # timing
+    "timing.time_call": lambda: case(T.time_call, A.naive_attention, *qkv(), reps=2),
+    "timing.cpu_peak_supported": lambda: case(T.cpu_peak_supported),
+    "timing.peak_memory": lambda: case(T.peak_memory, A.naive_attention, *qkv()),
+    "timing.format_bytes": lambda: case(T.format_bytes, 123456),
+    "timing.fit_power_law": lambda: case(T.fit_power_law, np.array([1.0, 2, 4, 8]), np.array([1.0, 4, 16, 64])),
+    "timing.is_out_of_memory": lambda: case(T.is_out_of_memory, RuntimeError("CUDA out of memory")),
+    "timing.LargestTensor": lambda: case(_largest, t(4, 4)),
+    "timing.attention_inputs": lambda: case(T.attention_inputs, 8, head_dim=4),
+    "timing.attention_flops": lambda: case(T.attention_flops, 8, is_causal=True),
+    "timing.cost_sweep": lambda: case(T.cost_sweep, {"naive": A.naive_attention, "performer": A.KERNELS["performer"]},
+                                      [8, 16], reps=1, progress=False, make_inputs=lambda L: qkv(L)),
+    "timing.sweep_exponent": lambda: case(T.sweep_exponent, sweep_rows(), "naive", last=2),
+    "timing.matmul_peak_tflops": lambda: case(T.matmul_peak_tflops, "cpu", torch.float32, sizes=(32,), reps=1),
+    "timing.add_peak_fraction": lambda: case(T.add_peak_fraction, sweep_rows(),
+                                             T.MatmulPeak(1.0, torch.float32, "cpu")),
+    "timing.matmul_peak": lambda: case(T.matmul_peak, "cpu", torch.float32, sizes=(32,), reps=1),
+    "timing.MatmulPeak": lambda: case(T.MatmulPeak, 1.0, torch.bfloat16, "cpu"),
+    "timing.dtype_name": lambda: case(T.dtype_name, torch.bfloat16),
+    "timing.dtype_error": lambda: case(T.dtype_error, A.naive_attention, 8, torch.bfloat16),
+    "timing.predict_peak": lambda: case(T.predict_peak, sweep_rows(), 64),
+    "timing.profiler_active": lambda: case(T.profiler_active),
+    "timing.peak_resident_bytes": lambda: case(T.peak_resident_bytes, A.naive_attention, *qkv()),
+    # plots and widgets
+    "plots.heatmap": lambda: case(_on_axes(_plots().heatmap), t(4, 5), xlabel="x", ylabel="y", colorbar="v"),
+    "plots.loglog_fit": lambda: case(_on_axes(_plots().loglog_fit), np.array([1.0, 2, 4, 8]),
+                                     np.array([1.0, 4, 16, 64]), label="naive"),
+    "widgets.encoding_figure": lambda: case(_closing(_widgets().encoding_figure), "rope", d_model=8, length=16),
+    "widgets.attention_figure": lambda: case(_closing(_widgets().attention_figure), t(6),
+                                             t(2, 3, 6).softmax(-1), query=1),
+    "widgets.cost_figure": lambda: case(_closing(_widgets().cost_figure),
+                                        [R.save_sweep(sweep_rows(), _tmp() / "s.json")]),
+    # profile, report, validation
+    "profile.default_name": lambda: case(importlib.import_module("labsupport.profile").default_name),
+    "profile.current": lambda: case(importlib.import_module("labsupport.profile").current, "cpu"),
+    "report.verdict": lambda: case(R.verdict, "a claim", True),
+    "report.table": lambda: case(R.table, ["a", "b"], [[1, 2.5], [3, 4.0]], formats={1: "{:.1f}"}),
+    "report.sweep_table": lambda: case(R.sweep_table, sweep_rows()),
+    "report.precision_note": lambda: case(R.precision_note, {"naive": A.naive_attention}, 8, torch.bfloat16),
+    "report.cpu_model": lambda: case(R.cpu_model),
+    "report.device_description": lambda: case(R.device_description, "cpu"),
+    "report.start_run": lambda: case(R.start_run),
+    "report.run_record": lambda: case(R.run_record, R.start_run()),
+    "report.record_run": lambda: case(R.record_run, R.start_run()),
+    "validation.check_instance": lambda: case(V.check_instance, "x", 1, int, "an int"),
+    "timing.session_peak_bytes": lambda: case(T.session_peak_bytes, "cpu"),
+    "report.machine_name": lambda: case(R.machine_name),
+    "report.save_sweep": lambda: case(R.save_sweep, sweep_rows(), _tmp() / "sweep.json", title="t"),
+    "report.load_sweep": lambda: case(R.load_sweep, R.save_sweep(sweep_rows(), _tmp() / "s.json")),
+    "validation.check_attention_inputs": lambda: case(V.check_attention_inputs, *qkv(),
+                                                      mask=torch.ones(6, dtype=torch.bool), scale=0.5),
+    "validation.check_positive_int": lambda: case(V.check_positive_int, "n", np.int64(3)),
+    "validation.check_finite_number": lambda: case(V.check_finite_number, "scale", 0.5),
+    "validation.check_probability": lambda: case(V.check_probability, "p", 0.1),
+    "validation.check_rank": lambda: case(V.check_rank, "x", t(2, 3), 2, "(B, C)"),
+    "validation.check_nonnegative_int": lambda: case(V.check_nonnegative_int, "n", 0),
+    "validation.check_self_attention": lambda: case(V.check_self_attention, "local", *qkv()),
+    "validation.check_no_mask": lambda: case(V.check_no_mask, "linear", None, "why"),
+    "validation.check_shape": lambda: case(V.check_shape, "x", t(2, 3), (2, 3), "(B, C)"),
+}
+
+def _ridge():
+    """A fitted RidgeForecaster (fitting changes the model: that is its job), then its forecast."""
+    model = built(Mo.RidgeForecaster, lookback=8, horizon=2)
+    model.fit((t(50, 8, 1), t(50, 2, 1, seed=1)), (t(20, 8, 1, seed=2), t(20, 2, 1, seed=3)))
+    return case(model, t(4, 8, 1))
+
+
+if hasattr(Mo, "RidgeForecaster"):          # on main since this file was written
+    CASES["models.RidgeForecaster"] = _ridge
+if hasattr(P, "interleave_halves"):          # on main since this file was written
+    CASES["positional.interleave_halves"] = lambda: case(P.interleave_halves, np.int64(6))
+if hasattr(R, "checklist"):                  # on main since this file was written
+    CASES["report.checklist"] = lambda: case(R.checklist, [("a claim", True), ("another", torch.tensor(False))])
+if hasattr(Ly, "sublayer"):                  # gone from main since this file was written
+    CASES["layers.sublayer"] = lambda: case(
+        Ly.sublayer, t(2, 5, 8), lambda h: h * 2, built(torch.nn.LayerNorm, 8), torch.nn.Identity(), True)
+
+def _small_patch_model():
+    return built(Mo.PatchTransformer, lookback=12, horizon=3, patch_len=4, stride=4, d_model=8, n_heads=2,
+                 n_layers=1, dropout=0.2)
+
+
+def _fit_a_new_model(train, val):
+    """fit changes the model it trains (its job): measured on a fresh one, with dropout, so
+    that training draws random numbers; the data and the global generators must not change."""
+    return Tr.fit(_small_patch_model(), train, val, epochs=2, batch_size=8, progress=False)
+
+
+_TMP = {}
+
+
+def _tmp():
+    return _TMP["path"]
+
+
+def _ett_root():
+    from test_ett import write
+    root = _tmp() / "ett"
+    root.mkdir(exist_ok=True)
+    write(root)
+    return root
+
+
+def _largest(x):
+    with T.LargestTensor() as probe:
+        (x @ x.T).sum()
+    return probe.numel
+
+
+def _plots():
+    import matplotlib
+    matplotlib.use("Agg")
+    from labsupport import plots
+    return plots
+
+
+def _widgets():
+    _plots()
+    from labsupport import widgets
+    return widgets
+
+
+def _on_axes(draw):
+    import matplotlib.pyplot as plt
+
+    def call(*args, **kwargs):
+        fig, ax = plt.subplots()
+        try:
+            return draw(ax, *args, **kwargs)
+        finally:
+            plt.close(fig)
+    return call
+
+
+def _closing(figure_fn):
+    import matplotlib.pyplot as plt
+
+    def call(*args, **kwargs):
+        result = figure_fn(*args, **kwargs)
+        plt.close("all")
+        return result
+    return call
+
+
+def public_names():
+    names = []
+    for m in MODULES:
+        mod = importlib.import_module(f"labsupport.{m}")
+        names += [f"{m}.{n}" for n, obj in vars(mod).items()
+                  if not n.startswith("_") and (inspect.isfunction(obj) or inspect.isclass(obj))
+                  and obj.__module__ == mod.__name__]
+    return names
+
+
+def test_every_public_name_is_covered():
+    names = set(public_names())
+    assert names - set(CASES) - set(EXEMPT) == set(), "add a case (or an exemption with its reason)"
+    assert set(CASES) - names == set() and set(EXEMPT) - names == set(), "a case names nothing public"
+
+
+def same(a, b) -> bool:
+    """Deep equality that understands tensors, arrays, modules, generators and records."""
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype and bool(
+            torch.isclose(a.detach(), b.detach(), rtol=0, atol=0, equal_nan=True).all())
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
+    if isinstance(a, torch.nn.Module):
+        return same(a.state_dict(), b.state_dict()) and a.training == b.training
+    if isinstance(a, torch.Generator):          # a generator passed in advances: that is what it is for
+        return True
+    if isinstance(a, D.Series):
+        return same((a.timestamps, a.values, a.columns), (b.timestamps, b.values, b.columns))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(map(same, a, b))
+    return True
+
+
+def global_state():
+    return torch.get_rng_state(), np.random.get_state()[1].copy(), np.random.get_state()[2], random.getstate()
+
+
+def side_effects(fn, args, kwargs) -> list[str]:
+    """What calling ``fn(*args, **kwargs)`` changed that the caller holds: arguments (by
+    position or keyword), the module a bound method belongs to, the global generators."""
+    owner = getattr(fn, "__self__", None)
+    owner = owner if isinstance(owner, torch.nn.Module) else None
+    args_before, kwargs_before, owner_before = copy.deepcopy((args, kwargs, owner))
+    torch.manual_seed(7), np.random.seed(7), random.seed(7)
+    rng = global_state()
+    fn(*args, **kwargs)
+    after = global_state()
+    found = [f"argument {i}" for i, (a, b) in enumerate(zip(args_before, args)) if not same(a, b)]
+    found += [f"argument {k}=" for k in kwargs if not same(kwargs_before[k], kwargs[k])]
+    found += ["its module"] if owner is not None and not same(owner_before, owner) else []
+    found += ["the global torch generator"] if not torch.equal(after[0], rng[0]) else []
+    found += ["NumPy's global generator"] if not (np.array_equal(after[1], rng[1]) and after[2] == rng[2]) else []
+    found += ["the random module's generator"] if after[3] != rng[3] else []
+    return found
+
+
+def test_side_effects_are_seen():
+    def scales_in_place(x, *, y):
+        x.mul_(2)
+        y[0] = 1.0
+        return np.random.rand() + random.random() + torch.rand(1)
+    assert side_effects(scales_in_place, (t(3),), {"y": np.zeros(2)}) == [
+        "argument 0", "argument y=", "the global torch generator", "NumPy's global generator",
+        "the random module's generator"]
+    layer = built(torch.nn.Linear, 2, 2)
+    assert side_effects(layer.reset_parameters, (), {}) == ["its module", "the global torch generator"]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_public_function_changes_neither_its_arguments_nor_the_global_generators(name, tmp_path):
+    _TMP["path"] = tmp_path
+    fn, args, kwargs = CASES[name]()
+    assert side_effects(fn, args, kwargs) == [], f"{name} changed what the caller holds"
+
+
+@pytest.mark.parametrize("call", [
+    lambda: A.performer_attention(*qkv(), num_features=8),
+    lambda: A.orthogonal_random_features(6, 4),
+])
+def test_drawing_from_the_global_generator_is_documented_where_it_happens(call):
+    """generator=None draws from the global generator, as the docstrings say; an int seed
+    or a torch.Generator (above) leaves it alone."""
+    torch.manual_seed(7)
+    rng = torch.get_rng_state()
+    call()
+    assert not torch.equal(torch.get_rng_state(), rng)

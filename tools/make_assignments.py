@@ -1,0 +1,172 @@
+"""Write an nbgrader course from the book: every section is an assignment, source and release.
+
+    python tools/make_assignments.py                  # -> assignments/ (make assignments)
+    python tools/make_assignments.py --out /tmp/course chapters/12_1_self_attention.ipynb
+
+Each notebook becomes the assignment named after it (``12_1_self_attention``, ...).
+``source/<name>/<name>.ipynb`` is the book's notebook without outputs and solution
+dropdowns (tools/make_student.py), its solutions kept between nbgrader's markers, and
+each exercise's self-check (the code cell after the solution, ``checks.<name>(...)``)
+turned into an autograded test cell worth ``--points``. That cell shows the book's
+self-check unchanged, after a hidden test that asserts the check passes:
+
+    ### BEGIN HIDDEN TESTS
+    _verdict = checks.attention_weights(attention_weights)
+    assert _verdict.passed, _verdict
+    ### END HIDDEN TESTS
+    checks.attention_weights(attention_weights)
+
+``nbgrader generate_assignment`` removes solutions and hidden tests from ``release/``:
+a student sees the book's self-check, its verdict and its hint, and the notebook runs
+top to bottom (a check never raises). ``nbgrader autograde`` puts the hidden test back:
+a failing check raises, the cell loses its points and the error, the check's verdict
+with its hint, is what the feedback shows. ``nbgrader_config.py`` in the course folder
+gives each cell 15 minutes (nbgrader's default is 30 s) and uses the book's stub.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_student import BEGIN, STUB, student_version  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+COURSE_ID = "ch12-attention"
+HIDDEN = "### BEGIN HIDDEN TESTS\n_verdict = {call}\nassert _verdict.passed, _verdict\n### END HIDDEN TESTS\n"
+CONFIG = f'''\
+# nbgrader configuration of the course written by tools/make_assignments.py.
+c = get_config()  # noqa: F821 (nbgrader defines it)
+c.CourseDirectory.course_id = "{COURSE_ID}"
+# A section runs for minutes on a laptop CPU; nbgrader's default is 30 s per cell.
+c.Execute.timeout = 900
+# The stub of the book's student versions (make student).
+c.ClearSolutions.code_stub = {{"python": {STUB!r}}}
+'''
+
+
+def self_check_call(source: str, where: str) -> tuple[str, str]:
+    """``(check name, call source)`` of a self-check cell: one call ``checks.<name>(...)``."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError as err:
+        raise ValueError(f"{where}: the self-check cell does not parse ({err})") from None
+    call = body[0].value if len(body) == 1 and isinstance(body[0], ast.Expr) else None
+    func = getattr(call, "func", None)
+    if not (isinstance(call, ast.Call) and isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name) and func.value.id == "checks"):
+        raise ValueError(f"{where}: expected the cell after an exercise to be its self-check, one "
+                         f"call checks.<name>(...); got {source!r}")
+    return func.attr, ast.get_source_segment(source, call)
+
+
+def exercises(nb, name: str = "notebook") -> list[tuple[int, int, str]]:
+    """``(solution cell, self-check cell, check name)`` of every exercise, by cell index.
+
+    An exercise is a code cell with nbgrader solution metadata and ``### BEGIN SOLUTION``;
+    its self-check is the next code cell (tests/test_notebooks.py checks that pattern).
+    """
+    found = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or BEGIN not in cell.source:
+            continue
+        if not cell.metadata.get("nbgrader", {}).get("solution"):
+            raise ValueError(f"{name}, cell {index}: {BEGIN!r} in a cell without nbgrader solution "
+                             "metadata; expected metadata nbgrader.solution = true")
+        after = [i for i in range(index + 1, len(nb.cells)) if nb.cells[i].cell_type == "code"]
+        if not after:
+            raise ValueError(f"{name}, cell {index}: the exercise has no self-check cell after it")
+        check, _ = self_check_call(nb.cells[after[0]].source, f"{name}, cell {after[0]}")
+        found.append((index, after[0], check))
+    return found
+
+
+def source_version(nb, name: str = "notebook", *, points: float = 1):
+    """The nbgrader source of a book notebook: solutions between their markers, dropdowns
+    and outputs removed, each self-check an autograded test cell worth ``points``."""
+    nb = student_version(nb, name, keep_solution_code=True)
+    for number, (_, index, check) in enumerate(exercises(nb, name), start=1):
+        cell = nb.cells[index]
+        _, call = self_check_call(cell.source, f"{name}, cell {index}")
+        cell.source = HIDDEN.format(call=call) + cell.source
+        cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "task": False,
+                                     "points": points, "grade_id": f"exercise-{number}-{check}",
+                                     "schema_version": 3}
+    return nb
+
+
+def is_graded(cell) -> bool:
+    """An autograded test cell (nbgrader: grade, not solution)."""
+    marks = cell.metadata.get("nbgrader", {})
+    return bool(marks.get("grade") and not marks.get("solution"))
+
+
+def graded_cells(nb) -> list:
+    """The autograded test cells of a source or release notebook."""
+    return [cell for cell in nb.cells if is_graded(cell)]
+
+
+def nbgrader(*args: str, course: Path, env: dict | None = None) -> str:
+    """Run the nbgrader command line of this environment in ``course``; its log, or raise.
+
+    ``env`` adds to the environment (the kernels that autograde starts inherit it).
+    nbgrader runs ``alembic`` from the PATH: this environment's scripts come first.
+    """
+    command = [sys.executable, "-m", "nbgrader", *args]
+    scripts = str(Path(sys.executable).parent)
+    env = {**os.environ, **(env or {}), "PATH": os.pathsep.join([scripts, os.environ.get("PATH", "")])}
+    done = subprocess.run(command, cwd=course, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"`nbgrader {' '.join(args)}` in {course} failed "
+                           f"({done.returncode}):\n{done.stdout}{done.stderr}")
+    return done.stdout + done.stderr
+
+
+def write_course(out: Path, notebooks, *, points: float = 1, release: bool = True) -> list[str]:
+    """An nbgrader course in ``out``: its config, ``source/`` and (``release``) ``release/``.
+
+    Returns the assignment names, one per notebook (its file name without suffix).
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "nbgrader_config.py").write_text(CONFIG)
+    names = []
+    for path in map(Path, notebooks):
+        folder = out / "source" / path.stem
+        folder.mkdir(parents=True, exist_ok=True)
+        nbformat.write(source_version(nbformat.read(path, as_version=4), path.name, points=points),
+                       folder / path.name)
+        names.append(path.stem)
+    if release:
+        for name in names:
+            nbgrader("generate_assignment", name, "--force", course=out)
+    return names
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="*", type=Path,
+                        help="default: every notebook in chapters/")
+    parser.add_argument("--out", type=Path, default=ROOT / "assignments",
+                        help="the course folder (default: assignments/)")
+    parser.add_argument("--points", type=float, default=1, help="points per exercise (default: 1)")
+    parser.add_argument("--no-release", action="store_true",
+                        help="write source/ only (no nbgrader needed)")
+    args = parser.parse_args(argv)
+    paths = args.notebooks or sorted((ROOT / "chapters").glob("*.ipynb"))
+    names = write_course(args.out, paths, points=args.points, release=not args.no_release)
+    for name in names:
+        source = nbformat.read(args.out / "source" / name / f"{name}.ipynb", as_version=4)
+        print(f"{args.out / 'source' / name}: {len(graded_cells(source))} graded exercises")
+    released = "" if args.no_release else f"; release versions in {args.out / 'release'}"
+    print(f"course in {args.out}{released}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
