@@ -46,7 +46,7 @@ def main():
     parser.add_argument("--lr", type=float, default=1e-2)
     parser.add_argument("--stride", type=int, default=3)
     parser.add_argument("--kernel", default="naive")
-    parser.add_argument("--schedule", default="constant", help="constant, cosine, cosine0, halving")
+    parser.add_argument("--schedule", default="constant", help="constant, cosine, cosine0, type1, type3")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)

@@ -9,7 +9,7 @@
     OMP_NUM_THREADS=1 python tools/experiments/sections.py encodings --kinds none sinusoidal rope
 
 Common options: --stride (training windows), --epochs, --patience, --seeds, --width,
---lr, --batch, --schedule (constant, cosine, halving), --revin, --threads.
+--lr, --batch, --schedule (constant, cosine, cosine0, type1, type3), --revin, --threads.
 """
 from __future__ import annotations
 
