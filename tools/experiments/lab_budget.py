@@ -32,15 +32,15 @@ def lab_models(P):
         "patch": ("PatchTransformer", Trainable(
             lambda revin: PatchTransformer(**SIZES, dropout=0.1, revin=revin), seeds=P.lab_seeds)),
         "dlinear": ("DLinear", Trainable(
-            lambda revin: LinearForecaster(**SIZES, revin=revin), seeds=P.lab_seeds, lr=1e-3,
-            epochs=15, schedule=warmup_cosine(15))),
+            lambda revin: LinearForecaster(**SIZES, revin=revin), seeds=P.lab_seeds, epochs=20,
+            **LinearForecaster.FIT_OPTIONS)),
         "gru": ("GRU", Trainable(
             lambda revin: GRUForecaster(**SIZES, hidden=P.lab_gru_hidden, revin=revin), **rnn)),
         "tcn": ("TCN", Trainable(
             lambda revin: TCNForecaster(**SIZES, hidden=P.lab_tcn_hidden, revin=revin), **rnn)),
         "linear": ("linear attention", Trainable(
             lambda revin: PatchTransformer(**SIZES, dropout=0.1, kernel="linear", revin=revin),
-            seeds=P.lab_seeds)),
+            seeds=P.lab_linear_seeds)),
     }
 
 
