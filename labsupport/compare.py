@@ -131,7 +131,7 @@ def training_record(history, *, epochs: int, patience: int,
     n = len(history.val_loss)
     if n == 0:
         raise ValueError("history holds no epoch; expected a History from labsupport.train.fit")
-    reason = getattr(history, "stop_reason", None) or None
+    reason = getattr(history, "stop_reason", None) or None      # "" on a hand-made History
     if reason is None:
         if n - 1 - history.best_epoch >= patience:
             reason = "converged"
@@ -139,7 +139,7 @@ def training_record(history, *, epochs: int, patience: int,
             reason = "time" if history.stopped_early else "epochs"
     if reason not in STOP_REASONS:
         raise ValueError(f"history.stop_reason must be one of {STOP_REASONS}, got {reason!r}")
-    total = getattr(history, "total_seconds", None) or None
+    total = getattr(history, "total_seconds", None) or None      # 0.0 on a hand-made History
     if total is None:
         total = wall_seconds if wall_seconds is not None else sum(history.epoch_seconds)
     return TrainingRecord(reason, n, history.best_epoch + 1, history.val_loss[history.best_epoch],

@@ -31,11 +31,12 @@ PRESETS = {
         "reader_epochs": 15,                 # the lag readers (one head, four heads)
         "deep_steps": 120,                   # training steps per post-norm/pre-norm stack
         # ... with the comparison protocol (labsupport.compare; tools/experiments/README.md):
-        # the lab's forecaster configuration, and the lag readers over seeds
+        # the lab's forecaster configuration, and the lag readers' 15 epochs over seeds
         "forecaster_train_stride": 1,
         "forecaster_max_epochs": 4,          # compare.warmup_cosine over these epochs
         "forecaster_seeds": 2,
-        "reader_seeds": 2,
+        "heads_epochs": 15,
+        "heads_seeds": 2,
         # 12.3 positional encodings: many small forecasters
         "encoding_epochs": 6,
         "encoding_stride": 4,
@@ -102,7 +103,8 @@ PRESETS = {
         "forecaster_train_stride": 1,
         "forecaster_max_epochs": 20,
         "forecaster_seeds": 3,
-        "reader_seeds": 3,
+        "heads_epochs": 30,
+        "heads_seeds": 3,
         # 15 small forecasters: 8 epochs on every 2nd window, 2.7x the cpu profile's steps
         "encoding_epochs": 8,
         "encoding_stride": 2,
@@ -172,7 +174,7 @@ PRESETS["smoke"] = {
     "lab_epochs": 1, "lab_stride": 16,
     "lab_max_epochs": 1, "lab_train_stride": 16, "lab_seeds": 1, "lab_linear_seeds": 1,
     "forecaster_max_epochs": 1, "forecaster_train_stride": 16, "forecaster_seeds": 1,
-    "reader_seeds": 1, "encoding_max_epochs": 1, "encoding_seeds": 1,
+    "heads_epochs": 1, "heads_seeds": 1, "encoding_max_epochs": 1, "encoding_seeds": 1,
     "context_train_stride": 32, "context_max_epochs": 1, "context_seeds": 1,
     "efficient_train_stride": 16, "efficient_max_epochs": 1, "efficient_full_seeds": 1,
     "efficient_epochs": 1, "efficient_stride": 16,
