@@ -23,8 +23,8 @@ def use_book_style() -> None:
     """Apply the book's matplotlib style (call once, in a notebook's first cells)."""
     mpl.rcParams.update({
         "figure.figsize": (6.4, 3.4),
-        "figure.dpi": 90,
-        "savefig.dpi": 90,
+        "figure.dpi": 120,
+        "savefig.dpi": 120,
         "figure.constrained_layout.use": True,
         "axes.prop_cycle": cycler(color=PALETTE),
         "axes.grid": True,

@@ -462,6 +462,8 @@ def test_patchtst_backbone_options_build_what_they_name():
         PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, attn_dropout=1.5)
     with pytest.raises(ValueError, match=r"norm must be 'layer' or 'batch', got 'rms'"):
         PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, norm="rms")
+
+
 # --- instance normalisation (RevIN) as an option of every forecaster ------------------------
 
 REVIN_MODELS = {"gru": GRUForecaster, "tcn": TCNForecaster, "dlinear": LinearForecaster}

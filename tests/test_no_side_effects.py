@@ -21,6 +21,7 @@ import torch
 
 import helpers
 from labsupport import attention as A
+from labsupport import compare as C
 from labsupport import data as D
 from labsupport import devices as Dv
 from labsupport import layers as Ly
@@ -33,7 +34,7 @@ from labsupport import train as Tr
 from labsupport import validation as V
 
 MODULES = ["attention", "layers", "positional", "memory", "models", "data", "train", "timing", "plots",
-           "widgets", "profile", "report", "validation", "devices"]
+           "widgets", "profile", "report", "validation", "compare", "devices"]
 
 EXEMPT = {
     # records and exceptions: no behaviour to test
@@ -42,6 +43,8 @@ EXEMPT = {
     "memory.MemoryState": "a record", "timing.Timing": "a record", "profile.Profile": "a record",
     "report.RunStart": "a record",
     "train.Metrics": "a record", "train.History": "a record",
+    "compare.TrainingRecord": "a record", "compare.Entry": "a record",
+    "compare.Comparison": "a record of results: its methods read and print it (tests/test_compare.py)",
     "positional.AttentionPosition": "an abstract base; its subclasses are measured",
     # a documented job that is a side effect
     "attention.attention_kernel": "declares a spec: setting .spec on the kernel it decorates is its job",
@@ -272,6 +275,28 @@ if hasattr(R, "checklist"):                  # on main since this file was writt
 if hasattr(Ly, "sublayer"):                  # gone from main since this file was written
     CASES["layers.sublayer"] = lambda: case(
         Ly.sublayer, t(2, 5, 8), lambda h: h * 2, built(torch.nn.LayerNorm, 8), torch.nn.Identity(), True)
+
+def _compare():
+    """Two seeds of a small DLinear beside the ridge and the naive: the task's tensors and
+    the global generators must not change (each run seeds inside a fork)."""
+    x = t(60, 12, 1)
+    y = t(60, 3, 1, seed=1)
+    task = D.ForecastTask((x[:40], y[:40]), (x[40:50], y[40:50]), (x[50:], y[50:]),
+                          D.Standardizer().fit(np.zeros((4, 1), dtype=np.float32) + np.arange(4.0)[:, None]),
+                          ("c0",), 12, 3)
+    spec = C.Trainable(lambda revin: Mo.LinearForecaster(lookback=12, horizon=3, kernel_size=5, revin=revin))
+    return case(C.compare, task, {"DLinear": spec}, revin=True, seeds=2, naive_period=6, epochs=2,
+                batch_size=16, progress=False)
+
+
+CASES.update({
+    "compare.compare": _compare,
+    "compare.training_record": lambda: case(C.training_record, Tr.History(
+        train_loss=[1.0, 0.5], val_loss=[1.0, 0.7], epoch_seconds=[0.1, 0.1], best_epoch=1), epochs=2, patience=1),
+    "compare.warmup_cosine": lambda: case(C.warmup_cosine, 4, warmup=1),
+    "compare.Trainable": lambda: case(C.Trainable, lambda revin: None, seeds=[0, 2], lr=0.1),
+})
+
 
 def _small_patch_model():
     return built(Mo.PatchTransformer, lookback=12, horizon=3, patch_len=4, stride=4, d_model=8, n_heads=2,

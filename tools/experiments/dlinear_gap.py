@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 
-import _common  # noqa: F401
 import torch
 import torch.nn.functional as F
 
+import _common  # noqa: F401
 from labsupport.compare import warmup_cosine
 from labsupport.data import HORIZON, LOOKBACK, book_task
 from labsupport.models import LinearForecaster, RidgeForecaster
@@ -25,7 +25,7 @@ def main():
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--revin", type=int, default=1)
-    parser.add_argument("--schedule", default="cosine", choices=["cosine", "constant", "halving"])
+    parser.add_argument("--schedule", default="cosine", choices=["cosine", "constant", "type1"])
     args = parser.parse_args()
     torch.set_num_threads(1)
     task = book_task(train_stride=args.stride)
@@ -39,7 +39,7 @@ def main():
           f"val {ols.validation_mse[0.0]:.4f}; train MSE ridge {evaluate(ridge, task.train).mse:.4f}, "
           f"least squares {evaluate(ols, task.train).mse:.4f}")
     schedule = {"cosine": warmup_cosine(args.epochs), "constant": lambda e: 1.0,
-                "halving": lambda e: 0.5 ** e}[args.schedule]
+                "type1": lambda e: 0.5 ** max(0, e - 1)}[args.schedule]
     set_seed(0)
     model = LinearForecaster(lookback=LOOKBACK, horizon=HORIZON, revin=revin)
     optimiser = torch.optim.Adam(model.parameters(), lr=args.lr)

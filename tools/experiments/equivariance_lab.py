@@ -6,9 +6,9 @@ encoder, with and without a positional encoding (PatchTransformer.encode, dropou
 """
 from __future__ import annotations
 
-import _common  # noqa: F401
 import torch
 
+import _common  # noqa: F401
 from labsupport.data import HORIZON, LOOKBACK
 from labsupport.models import PatchTransformer
 from labsupport.train import set_seed

@@ -16,12 +16,12 @@ import math
 import statistics
 import time
 
-import _common  # noqa: F401
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+import _common  # noqa: F401
 from labsupport.data import HORIZON, book_task, patchify
 from labsupport.layers import TransformerEncoder
 from labsupport.train import set_seed

@@ -9,7 +9,7 @@
     OMP_NUM_THREADS=1 python tools/experiments/sections.py encodings --kinds none sinusoidal rope
 
 Common options: --stride (training windows), --epochs, --patience, --seeds, --width,
---lr, --batch, --schedule (constant, cosine, halving), --revin, --threads.
+--lr, --batch, --schedule (constant, cosine, cosine0, type1, type3), --revin, --threads.
 """
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from functools import partial
 
 import numpy as np
 import torch
-from _common import make_schedule, parse_value, use_schedule_fallback
 from torch import nn
 
+from _common import make_schedule, parse_value
 from labsupport.attention import (
     LinformerAttention,
     linear_attention,
@@ -235,7 +235,6 @@ def main():
     parser.add_argument("--kinds", nargs="+", default=list(KINDS) + ["sinusoidal@origin"], help="12.3")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    use_schedule_fallback()
     experiments = {"efficient": efficient, "context": context, "encodings": encodings, "calendar": calendar}
     experiments[args.what](args)
 

@@ -14,10 +14,10 @@ import statistics
 import time
 from functools import partial
 
-import _common  # noqa: F401  (puts this checkout's labsupport first on the path)
 import torch
 import torch.nn.functional as F
 
+import _common  # noqa: F401  (puts this checkout's labsupport first on the path)
 from labsupport.attention import (
     LinformerAttention,
     linear_attention,
