@@ -1,4 +1,5 @@
-"""Conventions every chapter notebook follows (DESIGN.md section 3), checked statically.
+"""Conventions every chapter notebook follows (setup cell, clean outputs, exercises with
+self-checks, citations), checked statically.
 
 nbval (collected from chapters/ by the same pytest run) re-executes each notebook and
 compares its outputs; these tests check what nbval does not."""
