@@ -26,8 +26,6 @@ import pytest
 from labsupport.checks import NOT_ANSWERED
 from wrong_answers import WRONG_ANSWERS, missing, signature
 
-pytestmark = pytest.mark.slow
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 from make_assignments import exercises, graded_cells, is_graded, nbgrader, source_version, write_course  # noqa: E402
@@ -168,6 +166,7 @@ def test_source_version_makes_each_self_check_a_graded_cell_and_says_what_it_exp
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.slow
 def test_every_exercise_is_one_graded_cell_that_students_see_unchanged(path, course):
     book = nbformat.read(path, as_version=4)
     source = nbformat.read(course["root"] / "source" / path.stem / path.name, as_version=4)
@@ -189,6 +188,7 @@ def test_every_exercise_is_one_graded_cell_that_students_see_unchanged(path, cou
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.slow
 def test_the_book_solutions_get_full_points(path, course):
     result = graded(course, path)["solutions"]
     assert errors(result["notebook"]) == {}
@@ -197,6 +197,7 @@ def test_the_book_solutions_get_full_points(path, course):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.slow
 def test_unanswered_gets_zero_and_every_other_cell_runs(path, course):
     nb = graded(course, path)["unanswered"]["notebook"]
     printed = "".join(out.get("text", "") for cell in nb.cells if cell.cell_type == "code"
@@ -210,6 +211,7 @@ def test_unanswered_gets_zero_and_every_other_cell_runs(path, course):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.slow
 def test_a_wrong_answer_loses_its_points_and_the_feedback_shows_the_hint(path, course):
     result = graded(course, path)["wrong"]
     nb, feedback = result["notebook"], words(html.unescape(re.sub(r"<[^>]+>", "", result["feedback"])))
@@ -223,6 +225,7 @@ def test_a_wrong_answer_loses_its_points_and_the_feedback_shows_the_hint(path, c
     assert got and all(score == 0 for score, _ in got.values()), got
 
 
+@pytest.mark.slow
 def test_the_gradebook_export_lists_the_totals(course):
     for path in NOTEBOOKS:
         graded(course, path)
