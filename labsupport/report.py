@@ -36,6 +36,19 @@ def verdict(claim: str, holds, *, width: int = WIDTH) -> None:
     print(f"{claim:<{width}} {bool(holds)}")
 
 
+def glue(name: str, value, *, display: bool = False):
+    """Record ``value`` under ``name`` for the book's prose (``{glue:text}`name:.3f```):
+    ``myst_nb.glue(name, value, display=display)`` where myst-nb is installed (the book
+    build, nbval); without it (Colab installs only this package) nothing, so the notebook
+    still runs and prints its own results. Returns ``value``."""
+    try:
+        from myst_nb import glue as myst_glue
+    except ImportError:
+        return value
+    myst_glue(name, value, display=display)
+    return value
+
+
 def checklist(rows, *, title: str = "checks", width: int = WIDTH) -> None:
     """Print secondary checks as one compact block under a ``title``: each claim and
     whether it held, so that a section's main claims keep their own `verdict` lines."""
