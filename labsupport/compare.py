@@ -299,8 +299,10 @@ class Comparison:
 
     def glue(self, names: dict, metric: str = "mse") -> dict:
         """``myst_nb.glue(glue_name, mean, display=False)`` for each ``{model: glue_name}``:
-        the mean of ``metric`` over the model's runs, as a float. Returns what was glued."""
-        from myst_nb import glue
+        the mean of ``metric`` over the model's runs, as a float (through
+        `labsupport.report.glue`: nothing without myst-nb, as on Colab). Returns what was
+        glued."""
+        from .report import glue
 
         values = {glue_name: float(self.mean(model, metric)) for model, glue_name in names.items()}
         for glue_name, value in values.items():

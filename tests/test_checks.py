@@ -154,6 +154,25 @@ def test_seasonal_naive():
     expect(checks.seasonal_naive(lambda x, p, h: x[:, -h:] * 0), False, "tile the last period")
 
 
+def test_heads_peak_ratio_names_the_usual_mistakes():
+    """Exercise 12.2.4: B = 2, L = 512, d = 64; q, k, v stay, the scores grow with H."""
+    from labsupport.checks.transformer import HEADS_SIZES, heads_peak_model, measured_heads_peaks
+    B, L, d = HEADS_SIZES.values()
+    peaks, measured = measured_heads_peaks(B, L, d)
+    assert measured and peaks == {H: heads_peak_model(B, L, d, H) + (H > 1) * B * L * d * 4 for H in (1, 4)}, \
+        "the byte model: q, k, v, two score matrices per head and the output (with 4 heads, one more copy)"
+    counted = lambda H: 3 * B * L * d + 2 * B * H * L * L      # noqa: E731 (q, k, v and the scores)
+    expect(checks.heads_peak_ratio(lambda: counted(4) / counted(1)), True, "within 5% of the measured ratio")
+    expect(checks.heads_peak_ratio(lambda: peaks[4] / peaks[1]), True, "each head keeps its own")
+    expect(checks.heads_peak_ratio(lambda: 1), False, "each head keeps its own (B, L, L) score matrix")
+    expect(checks.heads_peak_ratio(lambda: 4.0), False, "the q, k, v projections")
+    expect(checks.heads_peak_ratio(lambda: counted(1) / counted(4)), False, "1 head over 4 heads")
+    expect(checks.heads_peak_ratio(lambda: 16), False, "not 16")
+    expect(checks.heads_peak_ratio(lambda: 2.0), False, "count the bytes alive at the peak")
+    expect(checks.heads_peak_ratio(lambda: -3.5), False, "positive number")
+    expect(checks.heads_peak_ratio(lambda: "3.5"), False, "return a ratio")
+
+
 def test_block_parameters():
     from labsupport.layers import TransformerBlock
     right = lambda d, h, f: 4 * (d * d + d) + 2 * d * f + f + d + 4 * d
@@ -347,6 +366,7 @@ RIGHT = {   # one right answer per check, written as a student would
     "pre_norm_block": lambda x, attn, ff, n1, n2: (lambda h: h + ff(n2(h)))(x + attn(n1(x))),
     "peeks": peeks_right,
     "seasonal_naive": lambda x, p, h: x[:, -p:].repeat(1, -(-h // p), 1)[:, :h],
+    "heads_peak_ratio": lambda: (3 * 2 * 512 * 64 + 4 * 2 * 2 * 512 * 512) / (3 * 2 * 512 * 64 + 2 * 2 * 512 * 512),
     "block_parameters": lambda d, h, f: 4 * (d * d + d) + 2 * d * f + f + d + 4 * d,
     "sinusoidal": _sinusoidal_right,
     "rotate_pairs": _rotate_right,
@@ -383,7 +403,8 @@ def scribbles_on_its_inputs(answer):
 
 
 TAKES_TENSORS = [n for n in RIGHT if n not in ("score_matrix_bytes", "block_parameters", "sinusoidal",
-                                               "alibi_slopes", "patch_count", "peeks", "predicted_peak")]
+                                               "alibi_slopes", "patch_count", "peeks", "predicted_peak",
+                                               "heads_peak_ratio")]
 
 
 @pytest.mark.parametrize("name", TAKES_TENSORS)

@@ -16,11 +16,19 @@ from .self_attention import (
     score_matrix_bytes,
     split_heads,
 )
-from .transformer import block_parameters, feed_forward, peeks, pre_norm_block, seasonal_naive
+from .transformer import (
+    block_parameters,
+    feed_forward,
+    heads_peak_ratio,
+    peeks,
+    pre_norm_block,
+    seasonal_naive,
+)
 
 __all__ = ["CHECKS", "NOT_ANSWERED", "CheckResult", "Hint", "check", "yours_or_reference", "reference",
            "attention_weights", "causal_attention", "score_matrix_bytes", "split_heads", "predicted_peak",
-           "feed_forward", "pre_norm_block", "peeks", "seasonal_naive", "block_parameters",
+           "feed_forward", "pre_norm_block", "peeks", "heads_peak_ratio", "seasonal_naive",
+           "block_parameters",
            "sinusoidal", "rotate_pairs", "alibi_slopes", "hour_features",
            "online_step", "compress_mean", "patch_count", "elu_feature_map",
            "positive_features", "blocked_local_attention", "decayed_linear_attention"]
