@@ -23,9 +23,10 @@ from pathlib import Path
 
 import torch
 
+from .devices import pick_device
 from .profile import Profile, current
 from .provenance import RUN_KEY, summary
-from .timing import session_peak_bytes
+from .timing import attention_inputs, dtype_error, dtype_name, sdpa_backend_used, session_peak_bytes
 from .validation import check_instance
 
 WIDTH = 58
@@ -36,6 +37,25 @@ def verdict(claim: str, holds, *, width: int = WIDTH) -> None:
     print(f"{claim:<{width}} {bool(holds)}")
 
 
+def glue(name: str, value, *, display: bool = False) -> None:
+    """Record ``value`` under ``name`` for the book's prose (``{glue:text}`name:.3f```):
+    ``myst_nb.glue(name, value, display=display)`` where myst-nb is installed (the book
+    build, nbval); without it (Colab installs only this package) nothing, so the notebook
+    still runs and prints its own results. A NumPy scalar or a one-element tensor is
+    glued as the Python number it holds, whose text a format such as ``:.3f`` can read
+    (myst-nb formats the text of the value; ``np.float64(0.5)`` is not a number there).
+    Returns None, so that a cell ending in a glue shows nothing."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    elif hasattr(value, "item") and getattr(value, "shape", None) == ():      # NumPy scalars
+        value = value.item()
+    try:
+        from myst_nb import glue as myst_glue
+    except ImportError:
+        return
+    myst_glue(name, value, display=display)
+
+
 def checklist(rows, *, title: str = "checks", width: int = WIDTH) -> None:
     """Print secondary checks as one compact block under a ``title``: each claim and
     whether it held, so that a section's main claims keep their own `verdict` lines."""
@@ -44,25 +64,6 @@ def checklist(rows, *, title: str = "checks", width: int = WIDTH) -> None:
     print(f"{title}: {held} of {len(rows)} hold")
     for claim, holds in rows:
         print(f"  {claim:<{width - 2}} {holds}")
-
-
-def glue(name: str, value, *, display: bool = False) -> None:
-    """``myst_nb.glue(name, value, display=display)`` for the book's text, where myst-nb runs
-    in a Jupyter kernel (the book's build); elsewhere (Colab without myst-nb, a script) it
-    glues nothing. NumPy and one-element torch numbers are glued as Python numbers, whose
-    text a ``{glue:text}`name:.2f``` role can format (NumPy 2 writes ``np.float64(0.5)``,
-    which the role cannot)."""
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        value = value.item()
-    elif hasattr(value, "item") and type(value).__module__ == "numpy":
-        value = value.item()
-    try:
-        from IPython import get_ipython
-        from myst_nb import glue as myst_glue
-    except ImportError:
-        return
-    if get_ipython() is not None:
-        myst_glue(name, value, display=display)
 
 
 def table(headers, rows, *, formats=None) -> None:
@@ -127,8 +128,6 @@ def precision_note(kernels, length: int, dtype, *, make_inputs=None, **kernel_kw
     ``make_inputs(L)``: float32 inputs on the sweep's device (default `attention_inputs`);
     ``kernel_kwargs`` (e.g. ``is_causal=True``) go to every kernel. Its lines depend on the
     device: print them in a cell whose output is not checked."""
-    from .attention import sdpa_backend_used
-    from .timing import attention_inputs, dtype_error, dtype_name
 
     make_inputs = make_inputs or attention_inputs
     q, k, v = (t.to(dtype) for t in make_inputs(length))
@@ -147,7 +146,7 @@ def machine_name(device=None) -> str:
     import os
     import platform
 
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = pick_device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return f"CPU, {os.cpu_count()} cores ({platform.machine()})"

@@ -99,6 +99,10 @@ WRONG_ANSWERS = {
             later[:, t + 1:] += 1.0
             return not torch.allclose(model(x), model(later))     # compares the future outputs too
         """, "compare only outputs up to t"),
+    "heads_peak_ratio": _answer("""
+        def predicted_peak_ratio():
+            return 1.0                      # the projections are the same for any number of heads
+        """, "each head keeps its own"),
     "seasonal_naive": _answer("""
         def seasonal_naive_forecast(x, period, horizon):
             last = x[:, -period - 1:-1]                           # one step too early

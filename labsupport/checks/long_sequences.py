@@ -8,13 +8,6 @@ import torch
 from .core import Hint, check, close, expect_number, expect_tensor
 
 
-def _online_right(m, l, acc, scores, v):
-    m_new = torch.maximum(m, scores.amax(-1, keepdim=True))
-    p = (scores - m_new).exp()
-    fix = (m - m_new).exp()
-    return m_new, l * fix + p.sum(-1, keepdim=True), acc * fix + p @ v
-
-
 def _run_tiles(step, q_scores, v, tile):
     """Feed one row block's scores (n, S) tile by tile through ``step``; return acc / l."""
     n = q_scores.shape[0]
