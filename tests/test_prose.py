@@ -1,4 +1,4 @@
-"""Prose never types a figure or a ranking of one run (DESIGN.md 5b; issue 15, item 2).
+"""Prose never types a figure or a ranking of one run (the evidence rules; issue 15, item 2).
 
 The book is rebuilt from whichever execution produced it (a laptop, the GPU runner,
 Colab), so a sentence that copies a number from one run can contradict the table
@@ -69,8 +69,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "a setting: the longest test window is 4x the training window (1,344 / 336 hours)",
     ("12_4_long_sequences", "0.9"):
         "a setting: the AR(1) coefficient of the synthetic series, x_t = 0.9 x_(t-1) + e_t",
-    ("12_4_long_sequences", "3.5"):
-        "a setting: the exact caches hold 168 and 600 slots against the memory's 48",
     ("12_5_efficient_attention", "0.99"):
         "a setting: the decay gamma = 0.99 that Exercise 12.5.3 asks about",
 }
