@@ -15,8 +15,11 @@ OKABE_ITO = {
     "blue": "#0072B2", "orange": "#E69F00", "green": "#009E73", "vermillion": "#D55E00",
     "sky": "#56B4E9", "purple": "#CC79A7", "yellow": "#F0E442", "black": "#000000",
 }
-PALETTE = [OKABE_ITO[c] for c in ("blue", "orange", "green", "vermillion", "sky", "purple", "black")]
-MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
+# Eight colours, eight markers: a figure of up to eight series gives each its own pair.
+# Yellow comes last: the lightest on a white page, for the eighth series only.
+PALETTE = [OKABE_ITO[c] for c in ("blue", "orange", "green", "vermillion", "sky", "purple", "black",
+                                  "yellow")]
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 
 
 def use_book_style() -> None:

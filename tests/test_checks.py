@@ -448,6 +448,7 @@ RIGHT = {   # one right answer per check, written as a student would
     "blocked_local_attention": blocked(),
     "decayed_linear_attention": decayed(),
     "predicted_peak": lambda: (2 * 2 * 4 * 1024 * 1024 + 2 * 4 * 1024 * 64) * 4,
+    "performer_error_exponent": lambda: -0.5,
 }
 
 
@@ -473,7 +474,7 @@ def scribbles_on_its_inputs(answer):
 TAKES_TENSORS = [n for n in RIGHT if n not in ("score_matrix_bytes", "block_parameters", "sinusoidal",
                                                "alibi_slopes", "patch_count", "peeks", "predicted_peak",
                                                "heads_peak_ratio", "kept_fractions", "stride_saving",
-                                               "untrained_buckets")]
+                                               "untrained_buckets", "performer_error_exponent")]
 
 
 @pytest.mark.parametrize("name", TAKES_TENSORS)
@@ -650,3 +651,22 @@ def test_predicted_peak_names_the_usual_mistakes():
     expect(checks.predicted_peak(lambda: 2 * L * L * 4), False, "for one sequence and one head")
     expect(checks.predicted_peak(lambda: 2 * B * H * L * L), False, "float32 takes 4 bytes")
     expect(checks.predicted_peak(lambda: "69 MB"), False, "return a number of bytes")
+
+
+def test_performer_error_exponent_names_the_usual_mistakes():
+    from labsupport.checks.efficient import EXPONENT_TOLERANCE, SMALL_SCALE, measured_error_exponent
+    measured = measured_error_exponent(SMALL_SCALE)
+    assert abs(measured + 0.5) < EXPONENT_TOLERANCE / 2, measured   # the Monte Carlo rule, with room
+    expect(checks.performer_error_exponent(lambda: -0.5), True, "within 0.1 of the measured")
+    expect(checks.performer_error_exponent(lambda: -1.0), False, "its square root")
+    expect(checks.performer_error_exponent(lambda: 0.0), False, "does fall with m")
+    expect(checks.performer_error_exponent(lambda: 0.5), False, "the exponent is negative")
+    expect(checks.performer_error_exponent(lambda: -0.25), False, "more than 0.1 from the measured")
+    expect(checks.performer_error_exponent(lambda: "m^-1/2"), False, "return an exponent p")
+
+
+def test_the_performer_error_exponent_is_deterministic_and_needs_small_inputs():
+    from labsupport.checks.efficient import LARGE_SCALE, SMALL_SCALE, performer_error
+    assert performer_error(SMALL_SCALE) == performer_error(SMALL_SCALE)
+    from labsupport.checks.efficient import measured_error_exponent
+    assert measured_error_exponent(LARGE_SCALE) > -0.3       # far from -1/2 on larger inputs

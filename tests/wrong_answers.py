@@ -191,4 +191,8 @@ WRONG_ANSWERS = {
                 outs.append(phi_q @ S / (phi_q @ z))
             return torch.stack(outs)
         """, "normaliser z"),
+    "performer_error_exponent": _answer("""
+        def predicted_error_exponent():
+            return -1.0                     # how the variance falls, not the error
+        """, "its square root"),
 }

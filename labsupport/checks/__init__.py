@@ -5,7 +5,12 @@ Every check runs the student's function on fixed inputs and never raises.
 """
 from . import reference
 from .core import CHECKS, NOT_ANSWERED, CheckResult, Hint, check, yours_or_reference
-from .efficient import blocked_local_attention, decayed_linear_attention, positive_features
+from .efficient import (
+    blocked_local_attention,
+    decayed_linear_attention,
+    performer_error_exponent,
+    positive_features,
+)
 from .lab import elu_feature_map
 from .long_sequences import (
     compress_mean,
@@ -38,4 +43,5 @@ __all__ = ["CHECKS", "NOT_ANSWERED", "CheckResult", "Hint", "check", "yours_or_r
            "sinusoidal", "rotate_pairs", "alibi_slopes", "hour_features", "untrained_buckets",
            "online_step", "compress_mean", "kept_fractions", "patch_count", "stride_saving",
            "elu_feature_map",
-           "positive_features", "blocked_local_attention", "decayed_linear_attention"]
+           "positive_features", "blocked_local_attention", "decayed_linear_attention",
+           "performer_error_exponent"]

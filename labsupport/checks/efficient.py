@@ -6,9 +6,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..attention import linear_attention, local_attention, naive_attention
-from ..timing import LargestTensor
-from .core import Hint, check, close, expect_tensor
+from ..attention import linear_attention, local_attention, naive_attention, performer_attention
+from ..timing import LargestTensor, fit_power_law
+from .core import Hint, check, close, expect_number, expect_tensor
 
 
 def _features(x, w, *, norm=True, sqrt_m=True):
@@ -136,3 +136,55 @@ def decayed_linear_attention(fn):
                    "key j's weight is scaled by gamma^(t - j)")
     return ("gamma = 1 gives causal linear attention; gamma = 0.8 weights key j by "
             "0.8^(t - j): a linear state-space recurrence with A = gamma I")
+
+
+FEATURE_COUNTS = (16, 64, 256, 1024)     # exercise 12.5.4: m, four times apart
+EXPONENT_TOLERANCE = 0.1
+SMALL_SCALE, LARGE_SCALE = 0.25, 1.0     # queries and keys drawn as scale * N(0, I)
+
+
+def performer_error(scale: float, *, features=FEATURE_COUNTS, length: int = 64,
+                    head_dim: int = 16, draws: int = 16) -> list[float]:
+    """The share of attention `performer_attention` misplaces (total-variation distance of
+    its implied rows from exact attention's, averaged over the rows) for each number of
+    random features m, averaged over ``draws`` fixed feature draws; on fixed seeded queries
+    and keys ``scale * N(0, I)`` of shape (length, head_dim), in float64. Deterministic."""
+    g = torch.Generator().manual_seed(0)
+    q, k = (scale * torch.randn(1, 1, length, head_dim, generator=g, dtype=torch.float64)
+            for _ in range(2))
+    eye = torch.eye(length, dtype=torch.float64)[None, None]           # V = I: the weights
+    exact = naive_attention(q, k, eye)[0, 0]                           # (L, L)
+    errors = []
+    for m in features:
+        misplaced = [0.5 * (performer_attention(q, k, eye, num_features=m, generator=1000 + d)[0, 0]
+                            - exact).abs().sum(-1).mean().item() for d in range(draws)]
+        errors.append(sum(misplaced) / draws)
+    return errors
+
+
+def measured_error_exponent(scale: float) -> float:
+    """The fitted p of error ~ m^p over `FEATURE_COUNTS` (`performer_error`)."""
+    return fit_power_law(FEATURE_COUNTS, performer_error(scale))[0]
+
+
+@check("12.5 exercise 4: predict how fast the Performer's error falls")
+def performer_error_exponent(fn):
+    guess = expect_number(fn(), "an exponent p, for an error that falls as m^p")
+    small = measured_error_exponent(SMALL_SCALE)
+    if abs(guess - small) <= EXPONENT_TOLERANCE:
+        large = measured_error_exponent(LARGE_SCALE)
+        return (f"your exponent {guess:+.2f} is within {EXPONENT_TOLERANCE} of the measured "
+                f"{small:+.2f} on small queries and keys (0.25 N(0, I), m = 16 to 1024); at "
+                f"four times their size the same fit gives {large:+.2f}: the Monte Carlo rule "
+                "needs estimates whose relative variance is small")
+    if abs(guess) <= EXPONENT_TOLERANCE:
+        raise Hint("on small inputs the error does fall with m: each feature is an independent, "
+                   "unbiased estimate of exp(q . k), and m of them are averaged")
+    if guess > 0:
+        raise Hint("more features must give a smaller error: the exponent is negative")
+    if abs(guess + 1) <= EXPONENT_TOLERANCE:
+        raise Hint("1/m is how the variance of an average of m independent estimates falls; the "
+                   "error is of the size of a standard deviation, its square root")
+    raise Hint(f"your exponent {guess:+.2f} is more than {EXPONENT_TOLERANCE} from the measured "
+               f"{small:+.2f}: how does the spread of an average of m independent estimates "
+               "shrink with m?")
