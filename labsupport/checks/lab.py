@@ -82,7 +82,7 @@ def _matches(counts, formula, layers, tol=0.05) -> bool:
     return all(abs(c / formula(n) - 1) <= tol for c, n in zip(counts, layers))
 
 
-@check("Lab step 4: predict the peak of a training step")
+@check("Lab step 4: predict the bill, then measure it")
 def step_peak(fn):
     guesses = [expect_number(fn(*case), "a number of bytes") for case in STEP_PEAK_CASES]
     layers = [case[3] for case in STEP_PEAK_CASES]
