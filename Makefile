@@ -1,13 +1,15 @@
 # The README's two commands: `make book` and `make test`. Each creates .venv and
 # installs requirements.txt first when needed (python3 >= 3.10 on the PATH); `make test`
-# and `make assignments` add nbgrader (requirements-instructor.txt).
+# and `make assignments` add nbgrader (requirements-instructor.txt), `make test`,
+# `make unit` and `make lint` the linter (requirements-dev.txt).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | cksum | cut -d' ' -f1)
 GRADER := $(VENV)/.nbgrader-$(shell cat requirements.txt requirements-instructor.txt | cksum | cut -d' ' -f1)
+DEV    := $(VENV)/.dev-$(shell cat requirements.txt requirements-dev.txt | cksum | cut -d' ' -f1)
 
-.PHONY: book test notebooks student assignments gpu-check clean
+.PHONY: book test unit lint notebooks student assignments gpu-check clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,15 +24,29 @@ $(GRADER): $(STAMP) requirements-instructor.txt
 	rm -f $(VENV)/.nbgrader-*
 	touch $(GRADER)
 
+$(DEV): $(STAMP) requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	rm -f $(VENV)/.dev-*
+	touch $(DEV)
+
 ## Build the HTML book, re-executing every notebook: _build/html/index.html
 book: $(STAMP)
 	$(BIN)/jupyter-book build --all -W -n --keep-going .
 	@echo "The book is in _build/html/index.html"
 
-## Run every test: unit tests, every notebook under nbval, nbgrader end to end, the wheel,
-## the HTML build (-W)
-test: $(STAMP) $(GRADER)
+## Run every test: the linter, unit tests and documented examples, every notebook under
+## nbval, nbgrader end to end, the wheel, the HTML build (-W) and the browser
+test: $(STAMP) $(GRADER) lint
 	$(BIN)/python -m pytest
+
+## The fast loop: the linter, the unit tests and documented examples (no test marked slow:
+## no notebook, book build, browser, nbgrader, wheel or gpu_check)
+unit: $(STAMP) lint
+	$(BIN)/python -m pytest -m "not slow" tests
+
+## The linter (ruff, configured in pyproject.toml)
+lint: $(DEV)
+	$(BIN)/ruff check labsupport tests tools
 
 ## Re-execute the notebooks in place (refresh the committed outputs)
 notebooks: $(STAMP)

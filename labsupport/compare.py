@@ -53,6 +53,7 @@ from tqdm.auto import tqdm
 
 from .models import RidgeForecaster, seasonal_naive
 from .report import table as print_table
+from .train import STOP_REASONS as FIT_STOP_REASONS
 from .train import evaluate, fit, set_seed
 from .validation import check_nonnegative_int, check_positive_int
 
@@ -62,9 +63,9 @@ __all__ = ["NAIVE", "RIDGE", "METRICS", "Trainable", "TrainingRecord", "training
 NAIVE = "seasonal naive (weekly)"
 RIDGE = "ridge (closed form)"
 METRICS = {"mse": "test MSE", "mae": "test MAE", "mae_orig": "test MAE (unit)"}
-STOP_REASONS = ("converged", "epochs", "time", "interrupted")
+STOP_REASONS = tuple(FIT_STOP_REASONS)      # converged, epochs, time, interrupted, diverged
 STOP_LABELS = {"converged": "converged", "epochs": "epoch budget", "time": "time budget",
-               "interrupted": "interrupted"}
+               "interrupted": "interrupted", "diverged": "diverged"}
 
 
 def _check_metric(metric: str) -> str:
@@ -119,12 +120,13 @@ class TrainingRecord:
 
 def training_record(history, *, epochs: int, patience: int,
                     wall_seconds: float | None = None) -> TrainingRecord:
-    """Read a `labsupport.train.History` into a `TrainingRecord`, whichever `fit` wrote it.
+    """Read a `labsupport.train.History` into a `TrainingRecord`.
 
-    A `History` with ``stop_reason`` and ``total_seconds`` is taken at its word. An older
-    one (only ``stopped_early``) is read as: ``converged`` when the last ``patience``
-    epochs did not improve on the best, else ``time`` when it stopped before ``epochs``,
-    else ``epochs``; its total is ``wall_seconds`` if given, else the sum of its epochs.
+    ``stop_reason`` and ``total_seconds`` are taken at their word when set. A history
+    without them (an older `fit`, or one built by hand) is read as: ``converged`` when the
+    last ``patience`` epochs did not improve on the best, else ``time`` when it stopped
+    before ``epochs``, else ``epochs``; its total is ``wall_seconds`` if given, else the
+    sum of its epochs.
     """
     n = len(history.val_loss)
     if n == 0:
@@ -297,8 +299,10 @@ class Comparison:
 
     def glue(self, names: dict, metric: str = "mse") -> dict:
         """``myst_nb.glue(glue_name, mean, display=False)`` for each ``{model: glue_name}``:
-        the mean of ``metric`` over the model's runs, as a float. Returns what was glued."""
-        from myst_nb import glue
+        the mean of ``metric`` over the model's runs, as a float (through
+        `labsupport.report.glue`: nothing without myst-nb, as on Colab). Returns what was
+        glued."""
+        from .report import glue
 
         values = {glue_name: float(self.mean(model, metric)) for model, glue_name in names.items()}
         for glue_name, value in values.items():
@@ -488,6 +492,8 @@ def compare(task, models: dict, *, revin: bool, seeds=3, naive_period: int | Non
         entry.histories.append(history)
         entry.models.append(model)
         entry.metrics.append(score(model))
+        if record.stop_reason == "interrupted":     # Stop pressed: no further runs, same table
+            break
     for entry in _baselines(task, revin, naive_period, channels):
         entry.metrics.append(score(entry.models[0]))
         entries[entry.name] = entry
@@ -522,7 +528,12 @@ def _train_one(name, spec, seed, task, revin, device, options):
                              f"comparison uses revin={revin} for every model; pass it "
                              f"through: lambda revin: Model(..., revin=revin)")
         started = time.perf_counter()
-        history = fit(model, task.train, task.val, seed=seed, progress=False, device=device, **options)
+        try:
+            history = fit(model, task.train, task.val, seed=seed, progress=False, device=device, **options)
+        except FloatingPointError as err:       # a diverged seed is a result, if an epoch was kept
+            history = getattr(err, "history", None)
+            if history is None or not history.val_loss:
+                raise FloatingPointError(f"{name}, seed {seed}: {err}") from err
         wall = time.perf_counter() - started
     record = training_record(history, epochs=options["epochs"], patience=options["patience"],
                              wall_seconds=wall)

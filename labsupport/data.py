@@ -477,6 +477,33 @@ def patchify(x, patch_len: int, stride: int | None = None):
     return view[..., ::stride, :]                                          # (..., N, P)
 
 
+# --- calendar features -------------------------------------------------------------------
+
+def time_features(timestamps, holiday=None) -> np.ndarray:
+    """Calendar features of time stamps as sine/cosine pairs: (T,) -> (T, 6) float32,
+    or (T, 7) with the holiday flag appended.
+
+    Columns: hour of day (period 24 h), day of week (7 days, Monday = 0), day of year
+    (365.25 days). Sine/cosine pairs make 23:00 and 00:00 neighbours.
+    """
+    t = np.asarray(timestamps).astype("datetime64[m]")
+    minutes = t.astype(np.int64)
+    hour = (minutes % (24 * 60)) / 60.0
+    day = (t.astype("datetime64[D]").astype(np.int64) + 3) % 7          # 1970-01-01 was a Thursday
+    year_start = t.astype("datetime64[Y]").astype("datetime64[m]").astype(np.int64)
+    day_of_year = (minutes - year_start) / (24 * 60.0)
+    columns = []
+    for value, period in ((hour, 24.0), (day, 7.0), (day_of_year, 365.25)):
+        angle = 2 * np.pi * value / period
+        columns += [np.sin(angle), np.cos(angle)]
+    if holiday is not None:
+        holiday = np.asarray(holiday, dtype=np.float64)
+        if holiday.shape != hour.shape:
+            raise ValueError(f"holiday must be (T,) = {hour.shape}, got {holiday.shape}")
+        columns.append(holiday)
+    return np.stack(columns, axis=-1).astype(np.float32)
+
+
 # The book's forecasting task, kept by every section: 14 days of hourly demand in,
 # the next 24 hours out. Two weeks show the weekly cycle twice; a day ahead is the
 # horizon electricity operators plan on.
@@ -512,11 +539,9 @@ def book_task(*, lookback: int = LOOKBACK, horizon: int = HORIZON, columns=("dem
     Validation and test windows start ``lookback`` steps before their part, so their
     first targets begin exactly at its border, and move ``eval_stride`` steps apart
     (24: one forecast per day, issued at midnight). ``calendar=True`` adds the
-    calendar features (`labsupport.positional.time_features` with the holiday flag)
+    calendar features (`time_features` with the holiday flag)
     of every input and target hour. ``series`` defaults to `load_vic_elec`.
     """
-    from .positional import time_features
-
     full = load_vic_elec() if series is None else series
     data = full.select(*columns)
     if calendar:

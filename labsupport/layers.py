@@ -287,7 +287,8 @@ class TransformerBlock(nn.Module):
             raise ValueError(f"load_torch_weights needs norm='layer' (torch's layer has LayerNorms), "
                              f"got {got}")
         if layer.norm_first != self.norm_first:
-            raise ValueError(f"norm_first differs: torch layer {layer.norm_first}, this block {self.norm_first}")
+            raise ValueError(f"norm_first differs: torch layer {layer.norm_first}, "
+                             f"this block {self.norm_first}")
         self.attn.load_torch_weights(layer.self_attn)
         for ours, theirs in ((self.ff.linear1, layer.linear1), (self.ff.linear2, layer.linear2),
                              (self.norm1, layer.norm1), (self.norm2, layer.norm2)):
@@ -365,7 +366,8 @@ class DecoderBlock(nn.Module):
     def load_torch_weights(self, layer: nn.TransformerDecoderLayer) -> "DecoderBlock":
         """Copy an ``nn.TransformerDecoderLayer`` (same sizes and ``norm_first``)."""
         if layer.norm_first != self.norm_first:
-            raise ValueError(f"norm_first differs: torch layer {layer.norm_first}, this block {self.norm_first}")
+            raise ValueError(f"norm_first differs: torch layer {layer.norm_first}, "
+                             f"this block {self.norm_first}")
         self.self_attn.load_torch_weights(layer.self_attn)
         self.cross_attn.load_torch_weights(layer.multihead_attn)
         self.ff.linear1.load_state_dict(layer.linear1.state_dict())

@@ -29,16 +29,9 @@ from torch import nn
 from .attention import causal_mask, naive_attention
 from .layers import TransformerBlock
 from .positional import XLRelativePosition
-from .validation import check_positive_int, check_rank
+from .validation import check_nonnegative_int, check_positive_int, check_rank
 
 COMPRESSIONS = ("pool", "conv")
-
-
-def _check_nonnegative_int(name: str, value) -> int:
-    """``value`` as an int if it is an integer >= 0 (NumPy integers count), else raise."""
-    if isinstance(value, bool) or not hasattr(value, "__index__") or value < 0:
-        raise ValueError(f"{name} must be a non-negative int, got {value!r}")
-    return int(value)
 
 
 def _check_state(name: str, t, x: torch.Tensor, max_len: int, d_model: int) -> None:
@@ -103,7 +96,7 @@ class CompressiveMemory(nn.Module):
                  compression: str = "pool"):
         super().__init__()
         self.d_model = check_positive_int("d_model", d_model)
-        self.mem_len = _check_nonnegative_int("mem_len", mem_len)
+        self.mem_len = check_nonnegative_int("mem_len", mem_len)
         self.cmem_len = check_positive_int("cmem_len", cmem_len)
         self.rate = check_positive_int("rate", rate)
         if mem_len < rate - 1:
@@ -246,8 +239,8 @@ class SegmentRecurrentEncoder(nn.Module):
         if check_positive_int("d_model", d_model) % n_heads:
             raise ValueError(f"d_model {d_model} is not divisible by n_heads {n_heads}")
         self.d_model, self.n_layers = d_model, n_layers
-        self.mem_len = _check_nonnegative_int("mem_len", mem_len)
-        self.cmem_len = _check_nonnegative_int("cmem_len", cmem_len)
+        self.mem_len = check_nonnegative_int("mem_len", mem_len)
+        self.cmem_len = check_nonnegative_int("cmem_len", cmem_len)
         self.position = XLRelativePosition(n_heads, d_model // n_heads)
         self.layers = nn.ModuleList(
             TransformerBlock(d_model, n_heads, d_ff, dropout, norm_first=norm_first, kernel=kernel,

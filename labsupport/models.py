@@ -15,10 +15,11 @@ from .attention import kernel_name, kernel_spec
 from .data import patchify
 from .layers import TransformerEncoder
 from .positional import make_attention_position, make_positional_encoding
-from .validation import check_positive_int, check_rank
+from .validation import check_dropout, check_positive_int, check_rank
 
 __all__ = ["check_window", "GRUForecaster", "CausalConv1d", "TemporalBlock", "TCNForecaster",
-           "MovingAverage", "LinearForecaster", "RidgeForecaster", "seasonal_naive", "InstanceNorm", "PatchTransformer"]
+           "MovingAverage", "LinearForecaster", "RidgeForecaster", "seasonal_naive", "InstanceNorm",
+           "PatchTransformer"]
 
 
 def check_window(x, lookback: int, channels: int, name: str = "x") -> None:
@@ -29,12 +30,6 @@ def check_window(x, lookback: int, channels: int, name: str = "x") -> None:
         raise ValueError(f"{name} must be {legend}, got {tuple(x.shape)}")
     if not x.is_floating_point():
         raise TypeError(f"{name} must be floating point, got dtype {x.dtype}")
-
-
-def _check_dropout(p, name: str = "dropout") -> float:
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
-        raise ValueError(f"{name} must be a number in [0, 1), got {p!r}")
-    return float(p)
 
 
 def _with_revin(model: nn.Module, x: torch.Tensor, forecast) -> torch.Tensor:
@@ -66,7 +61,7 @@ class GRUForecaster(nn.Module):
         self.channels = check_positive_int("channels", channels)
         check_positive_int("hidden", hidden)
         check_positive_int("layers", layers)
-        dropout = _check_dropout(dropout)
+        dropout = check_dropout("dropout", dropout)
         # nn.GRU warns about dropout with one layer: there is no gap between layers to drop in.
         self.gru = nn.GRU(channels, hidden, num_layers=layers, batch_first=True,
                           dropout=dropout if layers > 1 else 0.0)
@@ -145,7 +140,7 @@ class TCNForecaster(nn.Module):
         self.kernel_size = check_positive_int("kernel_size", kernel_size)
         if kernel_size < 2:
             raise ValueError(f"kernel_size must be >= 2 for the receptive field to grow, got {kernel_size}")
-        dropout = _check_dropout(dropout)
+        dropout = check_dropout("dropout", dropout)
         if dilations is None:
             dilations = [1]
             while self._field(dilations) < lookback:
@@ -492,8 +487,8 @@ class PatchTransformer(nn.Module):
             raise ValueError(f"d_model {d_model} is not divisible by n_heads {n_heads}")
         self.lookback, self.horizon, self.channels = lookback, horizon, channels
         self.patch_len, self.stride, self.causal, self.head_kind = patch_len, stride, causal, head
-        dropout = _check_dropout(dropout)
-        attn_dropout = dropout if attn_dropout is None else _check_dropout(attn_dropout, "attn_dropout")
+        dropout = check_dropout("dropout", dropout)
+        attn_dropout = dropout if attn_dropout is None else check_dropout("attn_dropout", attn_dropout)
         self.pos_encoding, self.time_features, self.pad_end = pos_encoding, time_features, bool(pad_end)
         self.n_patches = (lookback + self.pad_end * stride - patch_len) // stride + 1
         self._check_kernel(kernel)                      # fail here, not in the first forward

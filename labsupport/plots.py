@@ -6,7 +6,6 @@ deficiency); sequential maps are ``viridis``/``cividis``, which stay ordered in 
 from __future__ import annotations
 
 import matplotlib as mpl
-import matplotlib.pyplot as plt
 import numpy as np
 from cycler import cycler
 
@@ -24,8 +23,8 @@ def use_book_style() -> None:
     """Apply the book's matplotlib style (call once, in a notebook's first cells)."""
     mpl.rcParams.update({
         "figure.figsize": (6.4, 3.4),
-        "figure.dpi": 90,
-        "savefig.dpi": 90,
+        "figure.dpi": 120,
+        "savefig.dpi": 120,
         "figure.constrained_layout.use": True,
         "axes.prop_cycle": cycler(color=PALETTE),
         "axes.grid": True,
@@ -59,6 +58,7 @@ def loglog_fit(ax, x, y, *, label: str, fit_last: int | None = None, color=None,
     """Plot measurements on log-log axes with their fitted power law; return the exponent."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     exponent, prefactor = fit_power_law(x, y, last=fit_last)
-    line = ax.loglog(x, y, marker=marker, linestyle="-", color=color, label=f"{label} (slope {exponent:.2f})")[0]
+    line = ax.loglog(x, y, marker=marker, linestyle="-", color=color,
+                     label=f"{label} (slope {exponent:.2f})")[0]
     ax.loglog(x, prefactor * x ** exponent, linestyle=":", color=line.get_color())
     return exponent

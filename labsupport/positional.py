@@ -17,19 +17,19 @@ apply: RoPE's pairing (`RotaryEmbedding`), T5's scaled scores and buckets
 Positions are token indices by default, or any float times (irregular sampling).
 In attention, key positions default to ``0..S-1`` and query positions to the last
 ``L`` of them, ``S-L..S-1`` (queries are the newest tokens, as with a cache).
-Calendar features of time stamps come from `time_features`.
+Calendar features of time stamps come from `labsupport.data.time_features` (also importable
+from here).
 """
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 from torch import nn
 
 from .attention import causal_mask
+from .data import time_features  # noqa: F401  (re-exported: its old home)
 from .validation import check_positive_int
-
 
 # --- additive encodings ------------------------------------------------------------
 
@@ -405,30 +405,3 @@ def make_attention_position(kind: str, *, n_heads: int, head_dim: int, causal: b
     if kind == "relative":
         return RelativePositionBias(n_heads, bidirectional=not causal)
     return None
-
-
-# --- calendar features -------------------------------------------------------------------
-
-def time_features(timestamps, holiday=None) -> np.ndarray:
-    """Calendar features of time stamps as sine/cosine pairs: (T,) -> (T, 6) float32,
-    or (T, 7) with the holiday flag appended.
-
-    Columns: hour of day (period 24 h), day of week (7 days, Monday = 0), day of year
-    (365.25 days). Sine/cosine pairs make 23:00 and 00:00 neighbours.
-    """
-    t = np.asarray(timestamps).astype("datetime64[m]")
-    minutes = t.astype(np.int64)
-    hour = (minutes % (24 * 60)) / 60.0
-    day = (t.astype("datetime64[D]").astype(np.int64) + 3) % 7          # 1970-01-01 was a Thursday
-    year_start = t.astype("datetime64[Y]").astype("datetime64[m]").astype(np.int64)
-    day_of_year = (minutes - year_start) / (24 * 60.0)
-    columns = []
-    for value, period in ((hour, 24.0), (day, 7.0), (day_of_year, 365.25)):
-        angle = 2 * np.pi * value / period
-        columns += [np.sin(angle), np.cos(angle)]
-    if holiday is not None:
-        holiday = np.asarray(holiday, dtype=np.float64)
-        if holiday.shape != hour.shape:
-            raise ValueError(f"holiday must be (T,) = {hour.shape}, got {holiday.shape}")
-        columns.append(holiday)
-    return np.stack(columns, axis=-1).astype(np.float32)

@@ -19,8 +19,9 @@ A record is a dict of plain values (``SCHEMA`` lists the keys):
 >>> record = dict(device="cpu: Example CPU (2 threads)", torch="2.13.0", cuda=None,
 ...               python="3.11.7", profile="cpu", wall_s=754.2, peak_gpu_bytes=None,
 ...               peak_rss_bytes=1.9e9, finished="2026-01-01 12:00 UTC")
->>> summary(record)
-'cpu: Example CPU (2 threads) | torch 2.13.0, CUDA none | profile cpu | 12 min 34 s | peak 1.9 GB resident (process)'
+>>> summary(record).split(" | ")  # doctest: +NORMALIZE_WHITESPACE
+['cpu: Example CPU (2 threads)', 'torch 2.13.0, CUDA none', 'profile cpu', '12 min 34 s',
+ 'peak 1.9 GB resident (process)']
 """
 from __future__ import annotations
 

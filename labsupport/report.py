@@ -23,9 +23,10 @@ from pathlib import Path
 
 import torch
 
+from .devices import pick_device
 from .profile import Profile, current
 from .provenance import RUN_KEY, summary
-from .timing import session_peak_bytes
+from .timing import attention_inputs, dtype_error, dtype_name, sdpa_backend_used, session_peak_bytes
 from .validation import check_instance
 
 WIDTH = 58
@@ -34,6 +35,25 @@ WIDTH = 58
 def verdict(claim: str, holds, *, width: int = WIDTH) -> None:
     """Print ``claim`` padded to ``width`` and whether it ``holds`` (True/False)."""
     print(f"{claim:<{width}} {bool(holds)}")
+
+
+def glue(name: str, value, *, display: bool = False) -> None:
+    """Record ``value`` under ``name`` for the book's prose (``{glue:text}`name:.3f```):
+    ``myst_nb.glue(name, value, display=display)`` where myst-nb is installed (the book
+    build, nbval); without it (Colab installs only this package) nothing, so the notebook
+    still runs and prints its own results. A NumPy scalar or a one-element tensor is
+    glued as the Python number it holds, whose text a format such as ``:.3f`` can read
+    (myst-nb formats the text of the value; ``np.float64(0.5)`` is not a number there).
+    Returns None, so that a cell ending in a glue shows nothing."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    elif hasattr(value, "item") and getattr(value, "shape", None) == ():      # NumPy scalars
+        value = value.item()
+    try:
+        from myst_nb import glue as myst_glue
+    except ImportError:
+        return
+    myst_glue(name, value, display=display)
 
 
 def checklist(rows, *, title: str = "checks", width: int = WIDTH) -> None:
@@ -64,22 +84,28 @@ def _fmt(value, spec) -> str:
 
 
 def sweep_table(rows, *, flops: bool = False, peak=None) -> None:
-    """Print `labsupport.timing.cost_sweep` rows: time median (min-max), measured peak,
-    the model where there is one, and why a point did not run.
+    """Print `labsupport.timing.cost_sweep` rows: time median (with min-max where a point
+    was timed several times), measured peak, the model where there is one, and why a
+    point did not run.
 
     ``flops`` adds the achieved TFLOP/s; ``peak`` (a `labsupport.timing.matmul_peak`
     measured in the dtype the rows ran in) adds it and the fraction of that peak, in a
     column headed with the peak's label (``% of bf16 peak``, ``% of fp32 peak``)."""
     from .timing import add_peak_fraction, format_bytes
 
+    def ranged(r):                      # several repetitions: they differ, min < max
+        return r["status"] == "ok" and r["time_min"] != r["time_max"]
+
     def ms(r):
         if r["status"] != "ok":
             return r["status"]
-        return f"{r['time_s'] * 1e3:.1f} ({r['time_min'] * 1e3:.1f}-{r['time_max'] * 1e3:.1f})"
+        spread = f" ({r['time_min'] * 1e3:.1f}-{r['time_max'] * 1e3:.1f})" if ranged(r) else ""
+        return f"{r['time_s'] * 1e3:.1f}{spread}"
 
     if peak is not None:
         rows, flops = add_peak_fraction(rows, peak), True
-    headers = ["kernel", "L", "time ms (min-max)", "peak (measured)", "model"]
+    time_header = "time ms (min-max)" if any(ranged(r) for r in rows) else "time ms"
+    headers = ["kernel", "L", time_header, "peak (measured)", "model"]
     headers += ["TFLOP/s"] if flops else []
     headers += [f"% of {peak.label}"] if peak is not None else []
     out = []
@@ -102,8 +128,6 @@ def precision_note(kernels, length: int, dtype, *, make_inputs=None, **kernel_kw
     ``make_inputs(L)``: float32 inputs on the sweep's device (default `attention_inputs`);
     ``kernel_kwargs`` (e.g. ``is_causal=True``) go to every kernel. Its lines depend on the
     device: print them in a cell whose output is not checked."""
-    from .attention import sdpa_backend_used
-    from .timing import attention_inputs, dtype_error, dtype_name
 
     make_inputs = make_inputs or attention_inputs
     q, k, v = (t.to(dtype) for t in make_inputs(length))
@@ -122,7 +146,7 @@ def machine_name(device=None) -> str:
     import os
     import platform
 
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = pick_device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return f"CPU, {os.cpu_count()} cores ({platform.machine()})"

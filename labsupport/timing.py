@@ -29,6 +29,8 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .devices import pick_device
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -558,6 +560,38 @@ def sweep_exponent(rows, kernel: str, key: str = "time_s", *, last: int = 3) -> 
     return fit_power_law(lengths, values, last=last)[0]
 
 
+# --- which SDPA backend ran ---------------------------------------------------------------
+
+_BACKEND_OPS = {           # the aten op each SDPA backend dispatches to
+    "flash": "flash_attention", "efficient": "efficient_attention",
+    "cudnn": "cudnn_attention", "math": "attention_math",
+}
+
+
+def sdpa_backend_used(q, k, v, *, is_causal=False) -> str:
+    """Which backend ``F.scaled_dot_product_attention`` ran for these inputs, as the
+    profiler saw it: ``"flash"``, ``"efficient"``, ``"cudnn"`` or ``"math"``
+    (``"unknown"`` if none of their ops ran). Also importable from `labsupport.attention`.
+
+    >>> sdpa_backend_used(*attention_inputs(8, head_dim=4), is_causal=True) in _BACKEND_OPS
+    True
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    from .attention import sdpa  # here: labsupport.attention re-exports this function
+
+    activities = [ProfilerActivity.CPU]
+    if q.is_cuda:
+        activities.append(ProfilerActivity.CUDA)
+    with torch.no_grad(), _quiet_stderr(), profile(activities=activities) as prof:
+        sdpa(q, k, v, is_causal=is_causal)
+    names = {event.name for event in prof.events()}
+    for backend, op in _BACKEND_OPS.items():
+        if any(op in name for name in names):
+            return backend
+    return "unknown"
+
+
 # --- the device's matrix-multiply peak -------------------------------------------------------
 
 _PEAK_SIZES = {"cuda": (2048, 4096, 8192, 16384), "cpu": (256, 512, 1024)}
@@ -583,8 +617,7 @@ def matmul_peak_tflops(device=None, dtype=torch.bfloat16, sizes=None, *, reps: i
     >>> matmul_peak_tflops("cpu", torch.float32, sizes=(64,)) > 0
     True
     """
-    device = torch.device(device if device is not None else
-                          "cuda" if torch.cuda.is_available() else "cpu")
+    device = pick_device(device)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ValueError(f"dtype must be a floating-point type, got {dtype}")
     sizes = tuple(sizes) if sizes is not None else _PEAK_SIZES.get(device.type, _PEAK_SIZES["cpu"])
@@ -628,8 +661,7 @@ def matmul_peak(device, dtype, sizes=None, *, reps: int = 5) -> MatmulPeak:
     >>> matmul_peak("cpu", torch.float32, sizes=(64,)).label
     'fp32 peak'
     """
-    device = torch.device(device if device is not None else
-                          "cuda" if torch.cuda.is_available() else "cpu")
+    device = pick_device(device)
     tflops = matmul_peak_tflops(device, dtype, sizes, reps=reps)
     tf32 = (device.type == "cuda" and dtype == torch.float32
             and torch.get_float32_matmul_precision() != "highest")

@@ -24,19 +24,14 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from .devices import pick_device
+
 
 def set_seed(seed: int) -> None:
     """Seed Python, NumPy and PyTorch (CPU and every GPU)."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-
-
-def pick_device(device=None) -> torch.device:
-    """``device`` if given, else CUDA when available, else the CPU."""
-    if device is not None:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def _is_inputs(inputs) -> bool:

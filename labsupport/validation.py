@@ -98,6 +98,14 @@ def check_probability(name: str, value) -> float:
     return float(value)
 
 
+def check_dropout(name: str, value) -> float:
+    """Return ``value`` as a float if it is a dropout rate in [0, 1) (1 would drop every
+    activation), else raise naming the argument."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
+    return float(value)
+
+
 def check_rank(name: str, x: torch.Tensor, rank: int, legend: str) -> None:
     """Raise unless ``x`` has exactly ``rank`` dimensions; ``legend`` names them, e.g. '(B, L, C)'."""
     if not isinstance(x, torch.Tensor):

@@ -19,8 +19,8 @@ import numpy as np
 import torch
 
 from . import plots
+from .positional import RotaryEmbedding, alibi_bias, relative_position_bucket, sinusoidal_encoding
 from .report import load_sweep
-from .positional import (RotaryEmbedding, alibi_bias, relative_position_bucket, sinusoidal_encoding)
 
 ENCODINGS = ("sinusoidal", "rope", "alibi", "relative")
 

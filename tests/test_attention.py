@@ -1,25 +1,24 @@
+from functools import partial
+
 import pytest
 import torch
 
-from conftest import tol
-from labsupport.attention import KERNELS, causal_mask, get_kernel, naive_attention, sdpa, sdpa_backends
-
-
-def reference(q, k, v, allowed=None):
-    """float64 attention written with einsum, independent of the kernels under test."""
-    q, k, v = q.double(), k.double(), v.double()
-    scores = torch.einsum("...ld,...sd->...ls", q, k) / q.shape[-1] ** 0.5
-    if allowed is not None:
-        scores = scores.masked_fill(~allowed, float("-inf"))
-    return torch.einsum("...ls,...sd->...ld", scores.softmax(-1), v)
-
-
-def qkv(L, S, D=16, Dv=8, B=2, H=3, dtype=torch.float32):
-    g = torch.Generator().manual_seed(L * 1000 + S)
-    return (torch.randn(B, H, L, D, generator=g, dtype=dtype),
-            torch.randn(B, H, S, D, generator=g, dtype=dtype),
-            torch.randn(B, H, S, Dv, generator=g, dtype=dtype))
-
+from helpers import qkv, reference, tol
+from labsupport.attention import (
+    KERNELS,
+    causal_mask,
+    flash_attention,
+    get_kernel,
+    kernel_spec,
+    linear_attention,
+    linear_attention_recurrent,
+    local_attention,
+    longformer_attention,
+    naive_attention,
+    performer_attention,
+    sdpa,
+    sdpa_backends,
+)
 
 SHAPES = [(7, 7), (5, 11), (1, 1), (1, 9), (33, 20)]
 
@@ -32,7 +31,7 @@ def test_kernels_match_float64_reference(kernel, dtype, L, S, causal):
     q, k, v = qkv(L, S, dtype=dtype)
     out = KERNELS[kernel](q, k, v, is_causal=causal)
     allowed = causal_mask(L, S) if causal else None
-    assert out.shape == (2, 3, L, 8) and out.dtype == dtype
+    assert out.shape == (2, 3, L, 6) and out.dtype == dtype
     torch.testing.assert_close(out.double(), reference(q, k, v, allowed), **tol(dtype))
 
 
@@ -59,17 +58,33 @@ def test_gradients_match_reference(kernel):
         torch.testing.assert_close(g, t.grad, **tol(torch.float64))
 
 
-@pytest.mark.parametrize("kernel", ["naive", "sdpa"])
-def test_changing_the_future_leaves_the_past_unchanged(kernel):
-    q, k, v = qkv(12, 12)
-    out = KERNELS[kernel](q, k, v, is_causal=True)
-    t = 5
+# Every causal kernel, by its registered defaults, and in forms whose blocks, chunks, windows
+# and global tokens fall inside the 14 steps used below (the recurrent form too).
+CAUSAL = {name: partial(kernel, is_causal=True) for name, kernel in KERNELS.items()
+          if kernel_spec(name).causal}
+CAUSAL.update({
+    "flash in blocks of 4": partial(flash_attention, block_size=4, is_causal=True),
+    "local, window 3 in chunks of 4": partial(local_attention, window=3, block_size=4, is_causal=True),
+    "longformer, global tokens 0 and 9": partial(longformer_attention, window=3, global_tokens=[0, 9],
+                                                 is_causal=True),
+    "linear in chunks of 4": partial(linear_attention, chunk_size=4, is_causal=True),
+    "linear, recurrent": linear_attention_recurrent,
+    "performer in chunks of 4": partial(performer_attention, num_features=64, generator=0, chunk_size=4,
+                                        is_causal=True),
+})
+
+
+@pytest.mark.parametrize("name", CAUSAL)
+@pytest.mark.parametrize("t", [0, 5, 7])
+def test_changing_the_future_leaves_the_past_unchanged(name, t):
+    q, k, v = qkv(14)
+    out = CAUSAL[name](q, k, v)
     q2, k2, v2 = (x.clone() for x in (q, k, v))
     for x in (q2, k2, v2):
-        x[..., t + 1:, :] += 10 * torch.randn_like(x[..., t + 1:, :])
-    out2 = KERNELS[kernel](q2, k2, v2, is_causal=True)
+        x[..., t + 1:, :] = torch.randn_like(x[..., t + 1:, :])
+    out2 = CAUSAL[name](q2, k2, v2)
     torch.testing.assert_close(out2[..., : t + 1, :], out[..., : t + 1, :])
-    assert not torch.allclose(out2[..., t + 1:, :], out[..., t + 1:, :])
+    assert not torch.allclose(out2[..., t + 1:, :], out[..., t + 1:, :])      # the future reaches later steps
 
 
 def test_weights_are_a_causal_distribution():
@@ -94,7 +109,7 @@ def test_causal_mask():
 
 def test_scale_argument():
     q, k, v = qkv(4, 4)
-    torch.testing.assert_close(naive_attention(q, k, v, scale=1.0), naive_attention(q * 16 ** 0.5, k, v))
+    torch.testing.assert_close(naive_attention(q, k, v, scale=1.0), naive_attention(q * 8 ** 0.5, k, v))
 
 
 def test_sdpa_math_backend_runs_and_reports():
@@ -108,8 +123,8 @@ def test_sdpa_math_backend_runs_and_reports():
 def test_bad_inputs_are_named(kernel):
     fn = KERNELS[kernel]
     q, k, v = qkv(4, 6)
-    with pytest.raises(ValueError, match=r"k head_dim 8 != q head_dim 16.*\(2, 3, 4, 16\), \(2, 3, 6, 8\)"):
-        fn(q, k[..., :8], v)
+    with pytest.raises(ValueError, match=r"k head_dim 4 != q head_dim 8.*\(2, 3, 4, 8\), \(2, 3, 6, 4\)"):
+        fn(q, k[..., :4], v)
     with pytest.raises(ValueError, match="v length 5 != k length 6"):
         fn(q, k, v[..., :5, :])
     with pytest.raises(ValueError, match="same rank"):

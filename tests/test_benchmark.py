@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 import torch
 
+pytestmark = pytest.mark.slow          # short end-to-end runs of the tool: they train models
+
 SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "benchmark_ett.py"
 HEADER = "date,HUFL,HULL,MUFL,MULL,LUFL,LULL,OT"
 ROWS = 20 * 30 * 24 + 5                      # hourly: the 20 months of the standard split, and a few more

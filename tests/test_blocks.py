@@ -1,8 +1,9 @@
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from conftest import tol
+from helpers import tol
 from labsupport.attention import causal_mask
 from labsupport.layers import DecoderBlock, FeedForward, TransformerBlock, TransformerEncoder
 from labsupport.positional import RotaryEmbedding
@@ -67,19 +68,6 @@ def test_feed_forward_is_position_wise():
     torch.testing.assert_close(ff(x[:, 2:3]), ff(x)[:, 2:3])
     with pytest.raises(ValueError, match="activation must be one of"):
         FeedForward(8, 16, activation="tanh")
-
-
-def test_ablations_change_the_block():
-    x = torch.randn(1, 5, 8)
-    plain = TransformerBlock(8, 2, residual=False, layer_norm=False).eval()
-    assert isinstance(plain.norm1, nn.Identity)
-    torch.manual_seed(0)
-    a = TransformerBlock(8, 2).eval()
-    torch.manual_seed(0)
-    b = TransformerBlock(8, 2, residual=False).eval()
-    assert not torch.allclose(a(x), b(x))
-    encoder = TransformerEncoder(8, 2, 2, layer_norm=False)
-    assert isinstance(encoder.norm, nn.Identity)
 
 
 def test_encoder_returns_weights_per_layer():
@@ -153,26 +141,54 @@ def fixed_input(*shape):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
 
 
+def layer_norm(norm):
+    """LN by its formula (``F.layer_norm``) with a norm module's own scale, shift and eps."""
+    return lambda h: F.layer_norm(h, h.shape[-1:], norm.weight, norm.bias, norm.eps)
+
+
+def identity(h):
+    return h
+
+
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("variant", BLOCK_VARIANTS)
 def test_block_is_its_math_line_exactly(variant, causal):
-    block = seeded(TransformerBlock, 16, 4, 32, **BLOCK_VARIANTS[variant])
+    """Each ablation equals its formula; what the formula drops is read from the options, not
+    from the block under test (a block that ignored ``layer_norm=False`` would fail here)."""
+    options = BLOCK_VARIANTS[variant]
+    block = seeded(TransformerBlock, 16, 4, 32, **options)
     x = fixed_input(2, 7, 16)
-    keep = 1.0 if block.residual else 0.0                  # the residual ablation drops the x +
+    keep = 1.0 if options.get("residual", True) else 0.0          # the residual ablation drops the x +
+    if options.get("layer_norm", True):
+        ln1, ln2 = layer_norm(block.norm1), layer_norm(block.norm2)
+    else:
+        ln1 = ln2 = identity
 
     def attn(h):
         return block.attn(h, is_causal=causal)
 
-    if block.norm_first:                                   # x = x + MHA(LN1(x)); x = x + FFN(LN2(x))
-        h = keep * x + attn(block.norm1(x))
-        expected = keep * h + block.ff(block.norm2(h))
+    if options.get("norm_first", True):                   # x = x + MHA(LN1(x)); x = x + FFN(LN2(x))
+        h = keep * x + attn(ln1(x))
+        expected = keep * h + block.ff(ln2(h))
     else:                                                  # x = LN1(x + MHA(x)); x = LN2(x + FFN(x))
-        h = block.norm1(keep * x + attn(x))
-        expected = block.norm2(keep * h + block.ff(h))
+        h = ln1(keep * x + attn(x))
+        expected = ln2(keep * h + block.ff(h))
     assert torch.equal(block(x, is_causal=causal), expected)
     out, weights = block(x, is_causal=causal, return_weights=True)
     torch.testing.assert_close(out, expected, **tol(torch.float64))
     assert weights.shape == (2, 4, 7, 7)
+
+
+@pytest.mark.parametrize("options", [{}, dict(layer_norm=False), dict(norm_first=False)],
+                         ids=["pre-norm", "no LayerNorm", "post-norm"])
+def test_encoder_is_its_blocks_then_a_final_norm_in_pre_norm_only(options):
+    encoder = seeded(TransformerEncoder, 16, 4, 3, 32, **options)
+    x = fixed_input(2, 7, 16)
+    h = x
+    for block in encoder.layers:
+        h = block(h)
+    final = layer_norm(encoder.norm) if options == {} else identity
+    assert torch.equal(encoder(x), final(h))
 
 
 @pytest.mark.parametrize("norm_first", [True, False])

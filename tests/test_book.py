@@ -1,34 +1,16 @@
 """The HTML book builds with warnings as errors (-W -n), from the committed outputs.
 
 nbval has just re-executed every notebook and compared it with those outputs, so this
-build renders them without executing a second time.
+build renders them without executing a second time. The build is conftest.py's
+``book_html``, made once per session and shared with tests/test_browser.py.
 """
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-import yaml
-from conftest import toc_files
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import toc_files
 
-
-@pytest.fixture(scope="module")
-def built_html(tmp_path_factory):
-    out = tmp_path_factory.mktemp("book")
-    config = yaml.safe_load((ROOT / "_config.yml").read_text())
-    config["execute"]["execute_notebooks"] = "off"
-    config_path = out / "_config.yml"
-    config_path.write_text(yaml.safe_dump(config))
-    jb = Path(sys.executable).with_name("jupyter-book")
-    result = subprocess.run(
-        [str(jb), "build", str(ROOT), "--config", str(config_path), "--path-output", str(out),
-         "--all", "-W", "-n", "--keep-going"],
-        capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    return out / "_build" / "html"
+pytestmark = pytest.mark.slow
 
 
 def visible(html: str) -> str:
@@ -36,36 +18,37 @@ def visible(html: str) -> str:
     return re.sub(r"<(script|style)\b.*?</\1>", "", html, flags=re.S)
 
 
-def test_every_page_is_rendered_without_errors(built_html):
+def test_every_page_is_rendered_without_errors(book_html):
     for name in toc_files():
-        page = built_html / f"{name}.html"
+        page = book_html / f"{name}.html"
         assert page.is_file(), f"{page} missing"
         text = visible(page.read_text())
         assert "Traceback (most recent call last)" not in text, f"{name}: a traceback is visible"
         assert "model_id" not in text, f"{name}: raw widget JSON is visible"
 
 
-def test_notebook_pages_have_colab_and_download_buttons(built_html):
+def test_notebook_pages_have_colab_and_download_buttons(book_html):
     for name in toc_files():
         if not name.startswith("chapters/"):
             continue
-        html = (built_html / f"{name}.html").read_text()
-        assert f"colab.research.google.com/github/" in html and f"{name}.ipynb" in html, name
+        html = (book_html / f"{name}.html").read_text()
+        assert "colab.research.google.com/github/" in html and f"{name}.ipynb" in html, name
         assert f"_sources/{name}.ipynb" in html, f"{name}: no download link"
 
 
-def test_bibliography_is_rendered(built_html):
-    html = (built_html / "chapters" / "12_1_self_attention.html").read_text().lower()
+def test_bibliography_is_rendered(book_html):
+    html = (book_html / "chapters" / "12_1_self_attention.html").read_text().lower()
     assert "attention is all you need" in html and "a time series is worth 64 words" in html
 
 
-def test_the_provenance_page_has_a_row_per_notebook(built_html):
+def test_the_provenance_page_has_a_row_per_notebook(book_html):
     """provenance.md: one row per notebook, in the book's order, each with its record
     or "not recorded" (labsupport.sphinx_provenance); the build above had -W."""
     from labsupport.sphinx_provenance import COLUMNS
 
-    html = (built_html / "provenance.html").read_text()
-    rows = [[" ".join(re.sub(r"<[^>]+>", " ", c).split()) for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", r, re.S)]
+    html = (book_html / "provenance.html").read_text()
+    cells = r"<t[hd][^>]*>(.*?)</t[hd]>"
+    rows = [[" ".join(re.sub(r"<[^>]+>", " ", c).split()) for c in re.findall(cells, r, re.S)]
             for r in re.findall(r"<tr[^>]*>(.*?)</tr>", html, re.S)]
     assert rows[0] == list(COLUMNS)
     notebooks = [name for name in toc_files() if name.startswith("chapters/")]
@@ -76,9 +59,9 @@ def test_the_provenance_page_has_a_row_per_notebook(built_html):
         assert len(row) == len(COLUMNS) and (row[1] == "not recorded" or row[4] in ("cpu", "gpu")), row
 
 
-def test_the_setup_cell_is_hidden_in_the_html(built_html):
+def test_the_setup_cell_is_hidden_in_the_html(book_html):
     """Boilerplate to a reader (tag remove-input); the notebook keeps it (test_notebooks.py)."""
     for name in toc_files():
         if name.startswith("chapters/"):
-            html = visible((built_html / f"{name}.html").read_text())
+            html = visible((book_html / f"{name}.html").read_text())
             assert "Setup: on Colab" not in html and "google.colab" not in html, name

@@ -1,8 +1,9 @@
 """The HTML book in a real browser: every page rendered by headless Chromium.
 
-The book is built from the committed notebook outputs (like tests/test_book.py) into a
-temporary folder, with MathJax and the ipywidgets manager pointed at local copies
-fetched from the npm registry (tools/fetch_web_assets.py): the pages then need no CDN.
+The book is the session's build from the committed notebook outputs (conftest.py's
+``book_html``, shared with tests/test_book.py), made with MathJax and the ipywidgets
+manager pointed at local copies fetched from the npm registry
+(tools/fetch_web_assets.py), which are added to a copy of it: the pages then need no CDN.
 A small checker script (tests/browser_check.js), injected into those temporary copies
 only, waits until MathJax has typeset the page and the widget manager has drawn the
 saved widgets, and writes what it saw into the DOM, which Chromium dumps. Per page:
@@ -44,13 +45,14 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
-from conftest import toc_files
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import BROWSER_ASSETS, ROOT, build_book, toc_files
+
+pytestmark = pytest.mark.slow
+
 CHECKER = Path(__file__).with_name("browser_check.js")
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 REQUIRED = os.environ.get("REQUIRE_BROWSER") == "1"
-VENDOR = "browser-test"  # under _static/ of the temporary build only (the theme owns _static/vendor)
 # Known page errors that are harmless here (and happen on the published site too):
 HARMLESS_JS_ERRORS = (
     # jupyter-book 1 writes sphinx-thebe's settings script twice, so the second
@@ -102,42 +104,16 @@ def web_assets(browser):
         _unavailable(f"the local MathJax/widget assets could not be fetched: {exc}")
 
 
-def local_assets_config(config: dict) -> dict:
-    """`config` (a _config.yml) with execution off and MathJax and the widget JS made local."""
-    config.setdefault("execute", {})["execute_notebooks"] = "off"
-    sphinx_config = config.setdefault("sphinx", {}).setdefault("config", {})
-    # Relative paths are relative to _static/ (Sphinx's mathjax_path and add_js_file).
-    sphinx_config["mathjax_path"] = f"{VENDOR}/mathjax/es5/tex-mml-chtml.js"
-    sphinx_config["nb_ipywidgets_js"] = {  # order matters: require.js first, as in myst-nb's default
-        f"{VENDOR}/requirejs/require.js": {},
-        f"{VENDOR}/html-manager/dist/embed-amd.js": {},
-    }
-    return config
-
-
-def build_book(source: Path, out: Path, *options: str) -> Path:
-    """Build the book in `source` into `out` with local assets (see local_assets_config)."""
-    config = local_assets_config(yaml.safe_load((source / "_config.yml").read_text()))
-    config_path = out / "_config.yml"
-    config_path.write_text(yaml.safe_dump(config, sort_keys=False))  # keeps require.js first
-    jb = Path(sys.executable).with_name("jupyter-book")
-    result = subprocess.run(
-        [str(jb), "build", str(source), "--config", str(config_path), "--path-output", str(out),
-         "--all", *options], capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    return out / "_build" / "html"
-
-
 def install_assets(html: Path, assets: dict, pages=PAGES) -> None:
     """Copy the local assets into html/_static/browser-test/ and inject the checker into `pages`."""
-    vendor = html / "_static" / VENDOR
+    vendor = html / "_static" / BROWSER_ASSETS
     for folder, path in assets.items():
         shutil.copytree(path, vendor / folder, dirs_exist_ok=True)
     shutil.copy(CHECKER, vendor / CHECKER.name)
     for name in pages:
         page = html / f"{name}.html"
         prefix = "../" * name.count("/")
-        tag = f'<script src="{prefix}_static/{VENDOR}/{CHECKER.name}"></script>'
+        tag = f'<script src="{prefix}_static/{BROWSER_ASSETS}/{CHECKER.name}"></script>'
         text, n = re.subn(r"<head>", f"<head>\n{tag}", page.read_text(), count=1)
         assert n == 1, f"{name}: no <head> to inject the checker into"
         page.write_text(text)
@@ -162,10 +138,12 @@ def serve(folder: Path):
 
 
 @pytest.fixture(scope="module")
-def site(web_assets, tmp_path_factory):
+def site(web_assets, book_html, tmp_path_factory):
+    """The session's book (conftest.py's ``book_html``, -W -n) copied, with the local assets
+    and the checker added to the copy, served on localhost."""
     started = time.perf_counter()
     out = tmp_path_factory.mktemp("browser")
-    html = build_book(ROOT, out, "-W", "-n", "--keep-going")  # as tests/test_book.py
+    html = shutil.copytree(book_html, out / "html")
     install_assets(html, web_assets)
     built = time.perf_counter() - started
     with serve(html) as base:
@@ -221,7 +199,7 @@ def observed(browser, site):
                 results[name] = future.result()
             except Exception as exc:  # one broken page must not hide the others' results
                 results[name] = {"error": str(exc)}
-    print(f"\nbrowser test: build {site['build_s']:.1f} s, {len(PAGES)} pages rendered in "
+    print(f"\nbrowser test: copy and assets {site['build_s']:.1f} s, {len(PAGES)} pages rendered in "
           f"{time.perf_counter() - started:.1f} s; screenshots in {shots}")
     return results
 
@@ -259,7 +237,8 @@ def check_math(r: dict) -> list:
 
 
 def check_images_load(r: dict) -> list:
-    return [f"did not load: {i['src'][:100]}" for i in r["images"] if not (i["complete"] and i["naturalWidth"] > 0)]
+    return [f"did not load: {i['src'][:100]}" for i in r["images"]
+            if not (i["complete"] and i["naturalWidth"] > 0)]
 
 
 def names_a_file(alt: str | None, src: str) -> bool:
@@ -290,7 +269,8 @@ def check_widgets(r: dict) -> list:
     problems = []
     if r["widgetsRendered"] < r["widgetViews"]:
         problems.append(f"{r['widgetsRendered']} of {r['widgetViews']} saved widget views drawn")
-    problems += [f"widget #{k} ({w['classes']}) drew nothing" for k, w in enumerate(r["widgets"]) if not w["text"]]
+    problems += [f"widget #{k} ({w['classes']}) drew nothing" for k, w in enumerate(r["widgets"])
+                 if not w["text"]]
     return problems
 
 
@@ -323,9 +303,11 @@ def check_headings(r: dict) -> list:
 def check_network(r: dict) -> list:
     host = urlsplit(r["url"]).netloc
     urls = [x["url"] for x in r["resources"]] + r["scripts"]
-    problems = [f"requested another host: {u}" for u in sorted(set(urls)) if urlsplit(u).netloc not in (host, "")]
+    problems = [f"requested another host: {u}" for u in sorted(set(urls))
+                if urlsplit(u).netloc not in (host, "")]
     problems += [f"HTTP {x['status']}: {x['url']}" for x in r["resources"]
-                 if (x["status"] or 200) >= 400 and not any(p.search(urlsplit(x["url"]).path) for p in KNOWN_MISSING)]
+                 if (x["status"] or 200) >= 400
+                 and not any(p.search(urlsplit(x["url"]).path) for p in KNOWN_MISSING)]
     problems += [f"failed to load {u}" for u in r["failedLoads"]]
     problems += [f"font failed: {f}" for f in r["fontErrors"] if f not in KNOWN_FONT_ERRORS]
     problems += [f"JavaScript error: {e}" for e in r["jsErrors"]
@@ -450,5 +432,6 @@ def test_the_checks_catch_what_they_should(browser, web_assets, tmp_path):
     assert [p for p in check_raw_output(r) if "Traceback" in p]
     assert check_headings(r) == ["h1 'Synthetic page' -> h4 'A heading that skips two levels'"]
     network = check_network(r)
-    assert any("requested another host: https://cdn.jsdelivr.net/npm/nothing@1/index.js" in p for p in network)
+    cdn = "https://cdn.jsdelivr.net/npm/nothing@1/index.js"
+    assert any(f"requested another host: {cdn}" in p for p in network)
     assert any(p.startswith("failed to load script https://cdn.jsdelivr.net") for p in network), network

@@ -154,6 +154,25 @@ def test_seasonal_naive():
     expect(checks.seasonal_naive(lambda x, p, h: x[:, -h:] * 0), False, "tile the last period")
 
 
+def test_heads_peak_ratio_names_the_usual_mistakes():
+    """Exercise 12.2.4: B = 2, L = 512, d = 64; q, k, v stay, the scores grow with H."""
+    from labsupport.checks.transformer import HEADS_SIZES, heads_peak_model, measured_heads_peaks
+    B, L, d = HEADS_SIZES.values()
+    peaks, measured = measured_heads_peaks(B, L, d)
+    assert measured and peaks == {H: heads_peak_model(B, L, d, H) + (H > 1) * B * L * d * 4 for H in (1, 4)}, \
+        "the byte model: q, k, v, two score matrices per head and the output (with 4 heads, one more copy)"
+    counted = lambda H: 3 * B * L * d + 2 * B * H * L * L      # noqa: E731 (q, k, v and the scores)
+    expect(checks.heads_peak_ratio(lambda: counted(4) / counted(1)), True, "within 5% of the measured ratio")
+    expect(checks.heads_peak_ratio(lambda: peaks[4] / peaks[1]), True, "each head keeps its own")
+    expect(checks.heads_peak_ratio(lambda: 1), False, "each head keeps its own (B, L, L) score matrix")
+    expect(checks.heads_peak_ratio(lambda: 4.0), False, "the q, k, v projections")
+    expect(checks.heads_peak_ratio(lambda: counted(1) / counted(4)), False, "1 head over 4 heads")
+    expect(checks.heads_peak_ratio(lambda: 16), False, "not 16")
+    expect(checks.heads_peak_ratio(lambda: 2.0), False, "count the bytes alive at the peak")
+    expect(checks.heads_peak_ratio(lambda: -3.5), False, "positive number")
+    expect(checks.heads_peak_ratio(lambda: "3.5"), False, "return a ratio")
+
+
 def test_block_parameters():
     from labsupport.layers import TransformerBlock
     right = lambda d, h, f: 4 * (d * d + d) + 2 * d * f + f + d + 4 * d
@@ -204,6 +223,27 @@ def test_hour_features():
                                                        torch.cos(2 * m.pi * h / 12)], -1)), False, "use sin")
 
 
+def test_untrained_buckets():
+    """12.3 exercise 5: the T5 buckets a 111-token causal window reads and 27 tokens never train."""
+    from labsupport.checks.positional import bucket_rows_read
+    from labsupport.positional import relative_position_bucket as bucket
+    assert bucket_rows_read(27) == set(range(20))                       # offsets 0..26
+    assert bucket_rows_read(111) - bucket_rows_read(27) == set(range(20, 31))
+    right = lambda: sorted({int(b) for b in bucket(torch.arange(111))} - {int(b) for b in bucket(torch.arange(27))})
+    expect(checks.untrained_buckets(right), True, "keep their initial values")
+    expect(checks.untrained_buckets(lambda: torch.arange(20, 31)), True, "20-30")
+    expect(checks.untrained_buckets(lambda: [20.0 + i for i in range(11)]), True, "20-30")
+    expect(checks.untrained_buckets(lambda: list(range(27, 111))), False, "offsets, not buckets")
+    expect(checks.untrained_buckets(lambda: list(range(20, 32))), False, "offsets from 113 on")
+    expect(checks.untrained_buckets(lambda: [12, 13, 14, 15]), False, "one-sided")
+    expect(checks.untrained_buckets(lambda: list(range(10, 31))), False, "already reads")
+    expect(checks.untrained_buckets(lambda: list(range(21, 31))), False, "offset 27 is new")
+    expect(checks.untrained_buckets(lambda: list(range(20, 26))), False, "55 tokens")
+    expect(checks.untrained_buckets(lambda: [20, 22]), False, "missing")
+    expect(checks.untrained_buckets(lambda: [20.5]), False, "whole bucket numbers")
+    expect(checks.untrained_buckets(lambda: 20), False, "a list of bucket numbers")
+
+
 # --- 12.4 ------------------------------------------------------------------------------
 
 def online(rescale_acc=True, rescale_l=True, shift=True):
@@ -237,6 +277,50 @@ def test_patch_count():
     expect(checks.patch_count(lambda L, P, S: (L - P) // S + 1), True, "+ 1")
     expect(checks.patch_count(lambda L, P, S: (L - P) // S), False, "one short")
     expect(checks.patch_count(lambda L, P, S: L // S), False, "inside the lookback")
+
+
+def test_kept_fractions():
+    expect(checks.kept_fractions(lambda: {24: 0.0, 168: 0.97, 8766: 1.0}), True, "weekly 0.97")
+    expect(checks.kept_fractions(lambda: {24: 0.02, 168: 0.93, 8766: 0.99}), True, "within 0.05")
+    expect(checks.kept_fractions(lambda: {24: 1.0, 168: 1.0, 8766: 1.0}), False, "one whole period")
+    expect(checks.kept_fractions(lambda: {24: 0.0, 168: 0.0, 8766: 1.0}), False, "a seventh of a week")
+    expect(checks.kept_fractions(lambda: {24: 0.0, 168: 0.97, 8766: 0.5}), False, "1/365 of a year")
+    expect(checks.kept_fractions(lambda: {24: 0, 168: 97, 8766: 100}), False, "not as a percentage")
+    expect(checks.kept_fractions(lambda: [0.0, 0.97, 1.0]), False, "keys 24, 168 and 8766")
+    expect(checks.kept_fractions(lambda: {24: 0.0, 168: 0.97}), False, "keys 24, 168 and 8766")
+    expect(checks.kept_fractions(lambda: {24: "none", 168: 0.97, 8766: 1.0}), False,
+           "a fraction for the daily cycle")
+
+
+def test_kept_fractions_are_measured_as_the_formula_says():
+    """A mean over r consecutive hours keeps |sin(pi r / p) / (r sin(pi / p))| of a cycle
+    of p hours (the Dirichlet kernel): 0 for p = r, about 0.967 for a week."""
+    import math as m
+
+    from labsupport.checks.long_sequences import measured_kept_fractions
+    for period, kept in measured_kept_fractions().items():
+        want = abs(m.sin(m.pi * 24 / period) / (24 * m.sin(m.pi / period)))
+        assert kept == pytest.approx(want, abs=1e-9), period
+
+
+def test_stride_saving():
+    n1, n12 = (336 - 24) // 1 + 1, (336 - 24) // 12 + 1
+    expect(checks.stride_saving(lambda: (n1 / n12) ** 2), True, "within 5%")
+    expect(checks.stride_saving(lambda: 134), True, "313 to 27 tokens")
+    expect(checks.stride_saving(lambda: 12), False, "square of the token count")
+    expect(checks.stride_saving(lambda: n1 / n12), False, "square of the token count")
+    expect(checks.stride_saving(lambda: 144), False, "S^2 rule")
+    expect(checks.stride_saving(lambda: (n12 / n1) ** 2), False, "fraction of the cost that is left")
+    expect(checks.stride_saving(lambda: -3), False, "positive factor")
+    expect(checks.stride_saving(lambda: 60), False, "square their ratio")
+
+
+def test_stride_saving_measures_the_score_matrices():
+    """The largest tensor is the (B, H, N, N) scores: the ratio is exactly (313 / 27)^2."""
+    from labsupport.checks.long_sequences import measured_stride_saving
+    ratio, tokens = measured_stride_saving()
+    assert tokens == [313, 27]
+    assert ratio == pytest.approx(313 ** 2 / 27 ** 2, rel=1e-12)
 
 
 def test_elu_feature_map():
@@ -392,14 +476,18 @@ RIGHT = {   # one right answer per check, written as a student would
     "pre_norm_block": lambda x, attn, ff, n1, n2: (lambda h: h + ff(n2(h)))(x + attn(n1(x))),
     "peeks": peeks_right,
     "seasonal_naive": lambda x, p, h: x[:, -p:].repeat(1, -(-h // p), 1)[:, :h],
+    "heads_peak_ratio": lambda: (3 * 2 * 512 * 64 + 4 * 2 * 2 * 512 * 512) / (3 * 2 * 512 * 64 + 2 * 2 * 512 * 512),
     "block_parameters": lambda d, h, f: 4 * (d * d + d) + 2 * d * f + f + d + 4 * d,
     "sinusoidal": _sinusoidal_right,
     "rotate_pairs": _rotate_right,
     "alibi_slopes": lambda n: [2 ** (-8 * (i + 1) / n) for i in range(n)],
     "hour_features": lambda h: torch.stack([(2 * torch.pi * h / 24).sin(), (2 * torch.pi * h / 24).cos()], -1),
+    "untrained_buckets": lambda: list(range(20, 31)),
     "online_step": online(),
     "compress_mean": lambda s, r: s.view(s.shape[0], -1, r, s.shape[-1]).mean(2),
+    "kept_fractions": lambda: {24: 0.0, 168: 0.97, 8766: 1.0},
     "patch_count": lambda L, P, S: (L - P) // S + 1,
+    "stride_saving": lambda: ((336 - 24) // 1 + 1) ** 2 / ((336 - 24) // 12 + 1) ** 2,
     "elu_feature_map": lambda x: torch.nn.functional.elu(x) + 1,
     "positive_features": lambda x, w: torch.exp(x @ w.T - x.pow(2).sum(-1, keepdim=True) / 2) / w.shape[0] ** 0.5,
     "blocked_local_attention": blocked(),
@@ -431,7 +519,8 @@ def scribbles_on_its_inputs(answer):
 
 TAKES_TENSORS = [n for n in RIGHT if n not in ("score_matrix_bytes", "block_parameters", "sinusoidal",
                                                "alibi_slopes", "patch_count", "peeks", "predicted_peak",
-                                               "step_peak")]
+                                               "heads_peak_ratio", "kept_fractions", "stride_saving",
+                                               "untrained_buckets", "step_peak")]
 
 
 @pytest.mark.parametrize("name", TAKES_TENSORS)
@@ -473,6 +562,7 @@ def test_an_in_place_mistake_names_the_mistake_and_the_edit():
 
 def draws_random_numbers(answer):
     import random
+
     import numpy as np
 
     def fn(*args):
@@ -484,6 +574,7 @@ def draws_random_numbers(answer):
 @pytest.mark.parametrize("name", sorted(RIGHT))
 def test_a_check_leaves_every_global_generator_as_it_found_it(name):
     import random
+
     import numpy as np
     torch.manual_seed(123), np.random.seed(123), random.seed(123)
     expected = torch.rand(2), np.random.rand(2), random.random()
@@ -507,6 +598,7 @@ def test_something_else_than_a_function_is_named(name):
 @pytest.mark.parametrize("name", sorted(RIGHT))
 def test_a_function_that_hangs_is_stopped_with_a_hint(name, monkeypatch):
     import time
+
     from labsupport.checks import core
     monkeypatch.setattr(core, "TIME_LIMIT_S", 0.2)
     start = time.monotonic()
@@ -517,6 +609,7 @@ def test_a_function_that_hangs_is_stopped_with_a_hint(name, monkeypatch):
 def test_the_time_limit_gives_an_outer_timer_back():
     import signal
     import time
+
     from labsupport.checks import core
     fired = []
     previous = signal.signal(signal.SIGALRM, lambda *a: fired.append(True))
@@ -533,7 +626,7 @@ def test_the_time_limit_gives_an_outer_timer_back():
         signal.signal(signal.SIGALRM, previous)
 
 
-NUMBER_CHECKS = ["score_matrix_bytes", "block_parameters", "patch_count", "step_peak"]
+NUMBER_CHECKS = ["score_matrix_bytes", "block_parameters", "patch_count", "stride_saving", "step_peak"]
 
 
 @pytest.mark.parametrize("name", NUMBER_CHECKS)
@@ -597,7 +690,7 @@ def test_blocked_local_attention_does_not_count_the_checks_copies():
 
 
 def test_predicted_peak_names_the_usual_mistakes():
-    B, H, L, d = 2, 4, 1024, 64
+    B, H, L = 2, 4, 1024
     one = B * H * L * L * 4
     expect(checks.predicted_peak(lambda: 2 * one), True, "within 5% of the measured peak")
     expect(checks.predicted_peak(lambda: one), False, "naive attention holds two at once")

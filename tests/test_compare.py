@@ -1,12 +1,19 @@
-import doctest
-
 import matplotlib
 import pytest
 import torch
 
 import labsupport.compare as compare_module
-from labsupport.compare import (NAIVE, RIDGE, Comparison, Entry, Trainable, TrainingRecord, compare,
-                                training_record, warmup_cosine)
+from labsupport.compare import (
+    NAIVE,
+    RIDGE,
+    Comparison,
+    Entry,
+    Trainable,
+    TrainingRecord,
+    compare,
+    training_record,
+    warmup_cosine,
+)
 from labsupport.data import ForecastTask, Standardizer
 from labsupport.models import GRUForecaster, LinearForecaster, RidgeForecaster, seasonal_naive
 from labsupport.train import History, Metrics, evaluate
@@ -56,6 +63,7 @@ def result():
 # --- reading fit's history ------------------------------------------------------------------
 
 def history(val_loss, best_epoch, stopped_early=False, **extra):
+    """A History as a hand or an older `fit` would leave it: no stop_reason, no total."""
     h = History(train_loss=list(val_loss), val_loss=list(val_loss),
                 epoch_seconds=[1.0] * len(val_loss), best_epoch=best_epoch, stopped_early=stopped_early)
     for key, value in extra.items():
@@ -79,6 +87,8 @@ def test_stop_reason_and_total_from_a_history_that_has_them():
     h = history([3, 2], best_epoch=1, stop_reason="time", total_seconds=42.0)
     record = training_record(h, epochs=10, patience=1)       # the history's word wins
     assert (record.stop_reason, record.total_seconds) == ("time", 42.0)
+    diverged = training_record(history([3, 2], 1, stop_reason="diverged"), epochs=5, patience=3)
+    assert diverged.stop_reason == "diverged" and not diverged.converged
     with pytest.raises(ValueError, match=r"stop_reason must be one of .*'converged'.*got 'bored'"):
         training_record(history([1], 0, stop_reason="bored"), epochs=1, patience=1)
     with pytest.raises(ValueError, match="history holds no epoch"):
@@ -239,7 +249,8 @@ def test_rows_carry_the_numbers_of_the_table(result):
 
 def test_glue_gives_each_name_its_mean(result, monkeypatch):
     glued = []
-    monkeypatch.setattr("myst_nb.glue", lambda name, value, display=True: glued.append((name, value, display)))
+    monkeypatch.setattr("myst_nb.glue",
+                        lambda name, value, display=True: glued.append((name, value, display)))
     values = result.glue({"DLinear": "lab_mse_dlinear", RIDGE: "lab_mse_ridge"})
     assert glued == [("lab_mse_dlinear", result.mean("DLinear"), False),
                      ("lab_mse_ridge", result.mean(RIDGE), False)]
@@ -274,11 +285,13 @@ def test_bad_setups_are_refused_saying_what_to_do():
         compare(task, {}, revin=True, naive_period=336)
     with pytest.raises(TypeError, match=r"task must be a labsupport.data.ForecastTask .*got tuple"):
         compare((task.train, task.val), {}, revin=True)
-    with pytest.raises(ValueError, match=r"seeds must be a count >= 1 or a list of distinct ints, got \[1, 1\]"):
+    with pytest.raises(ValueError,
+                       match=r"seeds must be a count >= 1 or a list of distinct ints, got \[1, 1\]"):
         Trainable(dlinear, seeds=[1, 1])
     with pytest.raises(ValueError, match=r"seeds must be a count >= 1 or a list of ints, got 0"):
         compare(task, {}, revin=True, seeds=0)
-    with pytest.raises(TypeError, match=r"build must be a callable build\(revin=bool\) -> nn.Module, got int"):
+    with pytest.raises(TypeError,
+                       match=r"build must be a callable build\(revin=bool\) -> nn.Module, got int"):
         Trainable(3)
     with pytest.raises(TypeError, match=r"M: build\(revin=\.\.\.\) must return an nn.Module, got str"):
         compare(task, {"M": Trainable(lambda revin: "model")}, revin=True, progress=False, **FIT)
@@ -286,7 +299,8 @@ def test_bad_setups_are_refused_saying_what_to_do():
 
 def test_calendar_inputs_reach_the_models_and_the_baselines_read_the_window():
     task = small_task()
-    with_time = [((x, torch.zeros(len(x), LOOKBACK + HORIZON, 2)), y) for x, y in (task.train, task.val, task.test)]
+    with_time = [((x, torch.zeros(len(x), LOOKBACK + HORIZON, 2)), y)
+                 for x, y in (task.train, task.val, task.test)]
     calendar = ForecastTask(*with_time, task.scaler, task.columns, LOOKBACK, HORIZON)
 
     class Reader(torch.nn.Module):                  # uses the window only, takes the time too
@@ -302,10 +316,6 @@ def test_calendar_inputs_reach_the_models_and_the_baselines_read_the_window():
     plain = compare(task, {"R": Trainable(dlinear, seeds=1)}, revin=True, progress=False, **FIT)
     assert result.mean("R") == pytest.approx(plain.mean("R"), rel=1e-6)
     assert result.mean(RIDGE) == pytest.approx(plain.mean(RIDGE), rel=1e-9)
-
-
-def test_documented_examples_run():
-    assert doctest.testmod(compare_module, raise_on_error=True).failed == 0
 
 
 def test_record_is_frozen():
@@ -332,3 +342,49 @@ def test_warmup_cosine_rises_then_falls_to_the_floor():
         warmup_cosine(3, warmup=3)
     with pytest.raises(ValueError, match="epochs must be a positive int, got 0"):
         warmup_cosine(0)
+
+
+class Exploding(torch.nn.Module):
+    """Forecasts zero until its ``after``-th training call, then NaN (a diverging model)."""
+
+    def __init__(self, revin, after):
+        super().__init__()
+        self.inner, self.calls, self.after = dlinear(revin), 0, after
+        self.revin = self.inner.revin
+
+    def forward(self, x):
+        y = self.inner(x)
+        if self.training:
+            self.calls += 1
+            if self.calls > self.after:
+                return y * float("nan")
+        return y
+
+
+def test_a_diverged_run_is_marked_and_one_without_an_epoch_is_an_error(capsys):
+    task = small_task()
+    one_epoch = -(-len(task.train[1]) // FIT["batch_size"])                 # batches per epoch
+    late = compare(task, {"E": Trainable(lambda revin: Exploding(revin, one_epoch + 1), seeds=1)},
+                   revin=True, progress=False, **FIT)
+    assert late["E"].records[0].stop_reason == "diverged" and len(late["E"].metrics) == 1
+    late.table()
+    assert "diverged" in capsys.readouterr().out
+    with pytest.raises(FloatingPointError, match=r"E, seed 0: .*no epoch finished"):
+        compare(task, {"E": Trainable(lambda revin: Exploding(revin, 0), seeds=1)}, revin=True,
+                progress=False, **FIT)
+
+
+def test_an_interrupted_run_ends_the_comparison_with_what_it_has(monkeypatch):
+    real_fit, calls = compare_module.fit, []
+
+    def interrupted(model, train, val, **options):
+        calls.append(1)
+        history = real_fit(model, train, val, **{**options, "epochs": 1})
+        history.stop_reason = "interrupted"
+        return history
+
+    monkeypatch.setattr(compare_module, "fit", interrupted)
+    result = compare(small_task(), {"A": Trainable(dlinear), "B": Trainable(dlinear)}, revin=True,
+                     seeds=3, progress=False, **FIT)
+    assert len(calls) == 1 and list(result.entries) == ["A", RIDGE, NAIVE]
+    assert result["A"].records[0].stop_reason == "interrupted"

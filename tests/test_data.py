@@ -4,9 +4,18 @@ import numpy as np
 import pytest
 import torch
 
-from labsupport import data
-from labsupport.data import (ChecksumError, Series, Standardizer, load_csv, load_vic_elec, make_windows,
-                             patchify, temporal_split)
+from labsupport import data, positional
+from labsupport.data import (
+    ChecksumError,
+    Series,
+    Standardizer,
+    load_csv,
+    load_vic_elec,
+    make_windows,
+    patchify,
+    temporal_split,
+    time_features,
+)
 
 
 @pytest.fixture(scope="module")
@@ -101,9 +110,11 @@ def test_load_csv_reads_a_small_file(tmp_path):
 
 
 @pytest.mark.parametrize("text,message", [
-    ("time,a\n2020-01-01T00:00,1\n2020-01-01T01:00,x\n", r"tiny.csv line 3: column 'a' holds 'x', not a number"),
+    ("time,a\n2020-01-01T00:00,1\n2020-01-01T01:00,x\n",
+     r"tiny.csv line 3: column 'a' holds 'x', not a number"),
     ("time,a\n2020-01-01T00:00,1,7\n", r"line 2: 3 fields, expected 2"),
-    ("time,a\n2020-01-01T00:00,1\n2020-01-01T00:00,2\n", r"line 3: time 2020-01-01T00:00 does not come after"),
+    ("time,a\n2020-01-01T00:00,1\n2020-01-01T00:00,2\n",
+     r"line 3: time 2020-01-01T00:00 does not come after"),
     ("time,a\nyesterday,1\n", r"line 2: cannot read time 'yesterday'"),
     ("time,a\n2020-01-01T00:00,nan\n", r"line 2: column 'a' holds 'nan', not a finite number"),
     ("when,a\n2020-01-01T00:00,1\n", r"line 1: header \['when', 'a'\] has no time column 'time'"),
@@ -141,7 +152,6 @@ def test_series_validates_and_selects(vic):
 
 def test_book_task_windows_and_calendar(vic):
     from labsupport.data import book_task
-    from labsupport.positional import time_features
     task = book_task(train_stride=100, calendar=True)
     (x, time), y = task.test
     plain = book_task(train_stride=100)
@@ -150,7 +160,26 @@ def test_book_task_windows_and_calendar(vic):
     assert x.shape == (183, 336, 1) and time.shape == (183, 360, 7) and y.shape == (183, 24, 1)
     # the first test target is 2014-07-01 00:00; its calendar row is the window's row 336
     border = int(np.searchsorted(vic.timestamps, np.datetime64("2014-07-01T00:00")))
-    expected = time_features(vic.timestamps[border - 336: border + 24], vic.column("holiday")[border - 336: border + 24])
+    hours = slice(border - 336, border + 24)
+    expected = time_features(vic.timestamps[hours], vic.column("holiday")[hours])
     np.testing.assert_allclose(time[0].numpy(), expected, atol=1e-6)
     demand = task.scaler.inverse_transform(y[0].numpy(), channels=[0])[:, 0]
     np.testing.assert_allclose(demand, vic.column("demand_mw")[border: border + 24], rtol=1e-5)
+
+
+def test_time_features_ranges_and_periods():
+    stamps = np.arange(np.datetime64("2014-01-06T00:00"), np.datetime64("2014-02-06T00:00"),
+                       np.timedelta64(1, "h"))                          # 2014-01-06 is a Monday
+    f = time_features(stamps)
+    assert f.shape == (len(stamps), 6) and f.dtype == np.float32
+    assert np.abs(f).max() <= 1.0 + 1e-6
+    np.testing.assert_allclose(f[0, :4], [0, 1, 0, 1], atol=1e-6)      # midnight, Monday
+    np.testing.assert_allclose(f[24, :2], f[0, :2], atol=1e-5)        # hour repeats every 24 h
+    np.testing.assert_allclose(f[24 * 7, 2:4], f[0, 2:4], atol=1e-5)  # weekday every 7 days
+    assert not np.allclose(f[24, 2:4], f[0, 2:4])
+    np.testing.assert_allclose(np.hypot(f[:, 4], f[:, 5]), 1, atol=1e-6)
+    with_holiday = time_features(stamps[:3], holiday=[1, 0, 0])
+    assert with_holiday.shape == (3, 7) and with_holiday[:, 6].tolist() == [1, 0, 0]
+    with pytest.raises(ValueError, match=r"holiday must be \(T,\) = \(3,\), got \(2,\)"):
+        time_features(stamps[:3], holiday=[1, 0])
+    assert positional.time_features is time_features                   # its old home still has it

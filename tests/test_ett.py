@@ -1,52 +1,26 @@
 """load_ett, offline: generated files in the exact ETT-small format stand in for the real ones."""
-import hashlib
 import io
 import urllib.error
 import urllib.request
-from functools import lru_cache
 
 import numpy as np
 import pytest
 
+from helpers import ETT_EXTRA, ETT_HEADER, ett_bytes, sha, write_ett
 from labsupport import data
 from labsupport.data import ChecksumError, ett_borders, load_csv, load_ett
-
-HEADER = "date,HUFL,HULL,MUFL,MULL,LUFL,LULL,OT"
-EXTRA = 5                                    # rows after month 20, which the split leaves unused
-
-
-@lru_cache(maxsize=None)
-def ett_bytes(name: str) -> bytes:
-    """A file like ETT-small/{name}.csv: 20 months of 30 days plus EXTRA rows from 2016-07-01."""
-    step = 15 if name.startswith("ETTm") else 60
-    rows = 20 * 30 * 24 * 60 // step + EXTRA
-    stamps = np.datetime64("2016-07-01T00:00") + np.arange(rows) * np.timedelta64(step, "m")
-    lines = [HEADER]
-    for i, t in enumerate(stamps.astype(str)):
-        values = ",".join(f"{j + i / 1000:.3f}" for j in range(7))   # a trend: train mean != full mean
-        lines.append(f"{t.replace('T', ' ')}:00,{values}")
-    return ("\n".join(lines) + "\n").encode()
-
-
-def sha(content: bytes) -> str:
-    return hashlib.sha256(content).hexdigest()
-
-
-def write(root, name="ETTh1", content=None):
-    content = ett_bytes(name) if content is None else content
-    (root / f"{name}.csv").write_bytes(content)
-    return content
 
 
 def test_generated_file_has_the_ett_format():
     lines = ett_bytes("ETTh1").decode().splitlines()
-    assert lines[0] == HEADER and lines[1].startswith("2016-07-01 00:00:00,0.000,1.000")
+    assert lines[0] == ETT_HEADER and lines[1].startswith("2016-07-01 00:00:00,0.000,1.000")
 
 
 @pytest.mark.parametrize("name,scale,last", [("ETTh1", 1, "23:00"), ("ETTm2", 4, "23:45")])
 def test_split_borders_and_lengths(tmp_path, name, scale, last):
-    ett = load_ett(name, tmp_path, sha256=sha(write(tmp_path, name)))
-    assert len(ett.series) == 14_400 * scale + EXTRA and ett.series.columns == tuple(HEADER.split(",")[1:])
+    ett = load_ett(name, tmp_path, sha256=sha(write_ett(tmp_path, name)))
+    assert len(ett.series) == 14_400 * scale + ETT_EXTRA
+    assert ett.series.columns == tuple(ETT_HEADER.split(",")[1:])
     assert [len(ett.train), len(ett.val), len(ett.test)] == [8640 * scale, 2880 * scale, 2880 * scale]
     spans = [(str(p.timestamps[0]), str(p.timestamps[-1])) for p in (ett.train, ett.val, ett.test)]
     assert spans == [("2016-07-01T00:00", f"2017-06-25T{last}"),
@@ -56,7 +30,7 @@ def test_split_borders_and_lengths(tmp_path, name, scale, last):
 
 
 def test_context_moves_val_and_test_back(tmp_path):
-    content = write(tmp_path)
+    content = write_ett(tmp_path)
     plain = load_ett("ETTh1", tmp_path, sha256=sha(content))
     ett = load_ett("ETTh1", tmp_path, context=96, sha256=sha(content))
     assert len(ett.train) == 8640 and len(ett.val) == len(ett.test) == 2880 + 96
@@ -72,7 +46,7 @@ def test_context_moves_val_and_test_back(tmp_path):
 
 
 def test_scaler_is_fitted_on_train_only(tmp_path):
-    ett = load_ett("ETTh1", tmp_path, sha256=sha(write(tmp_path)))
+    ett = load_ett("ETTh1", tmp_path, sha256=sha(write_ett(tmp_path)))
     np.testing.assert_allclose(ett.scaler.mean, ett.train.values.mean(axis=0), rtol=1e-5)
     assert not np.allclose(ett.scaler.mean, ett.series.values.mean(axis=0), rtol=1e-2)
     np.testing.assert_allclose(ett.scaler.transform(ett.train.values).mean(axis=0), 0, atol=1e-4)
@@ -81,7 +55,7 @@ def test_scaler_is_fitted_on_train_only(tmp_path):
 def test_pinned_hashes_are_checked_by_default(tmp_path):
     assert set(data.ETT_SHA256) == set(data.ETT_NAMES)
     assert all(len(h) == 64 and int(h, 16) >= 0 for h in data.ETT_SHA256.values())
-    write(tmp_path)                          # a generated file is not the real ETTh1.csv
+    write_ett(tmp_path)                          # a generated file is not the real ETTh1.csv
     with pytest.raises(ChecksumError, match=f"expected {data.ETT_SHA256['ETTh1']}"):
         load_ett("ETTh1", tmp_path)
 
@@ -89,7 +63,7 @@ def test_pinned_hashes_are_checked_by_default(tmp_path):
 def test_corrupt_file_raises_checksum_error(tmp_path):
     content = bytearray(ett_bytes("ETTh1"))
     content[200] = ord("9") if content[200] != ord("9") else ord("8")     # one digit changed
-    write(tmp_path, content=bytes(content))
+    write_ett(tmp_path, content=bytes(content))
     with pytest.raises(ChecksumError, match=r"sha256 of ETTh1.csv is .* expected .*ETTh1.csv by hand"):
         load_ett("ETTh1", tmp_path, sha256=sha(ett_bytes("ETTh1")))
 
@@ -97,19 +71,20 @@ def test_corrupt_file_raises_checksum_error(tmp_path):
 def test_truncated_file_is_detected(tmp_path):
     content = ett_bytes("ETTh1")
     cut = content[: content.index(b"2017-12-01")]                        # ends after a whole line
-    write(tmp_path, content=cut)
+    write_ett(tmp_path, content=cut)
     with pytest.raises(ChecksumError):
         load_ett("ETTh1", tmp_path, sha256=sha(content))
     with pytest.raises(ValueError, match="has 12432 rows; the standard split needs 14400"):
         load_ett("ETTh1", tmp_path, sha256=None)
-    write(tmp_path, content=content[:-40])                               # ends inside a line
+    write_ett(tmp_path, content=content[:-40])                               # ends inside a line
     with pytest.raises(ValueError, match=r"line 14406: \d fields, expected 8"):
         load_ett("ETTh1", tmp_path, sha256=None)
 
 
 def test_wrong_step_is_detected(tmp_path):
-    write(tmp_path, "ETTh2", ett_bytes("ETTm1"))                         # 15-minute rows, hourly name
-    with pytest.raises(ValueError, match="ETTh2.csv line 3: time 2016-07-01T00:15 follows .* every 60 minutes"):
+    write_ett(tmp_path, "ETTh2", ett_bytes("ETTm1"))                         # 15-minute rows, hourly name
+    with pytest.raises(ValueError,
+                       match="ETTh2.csv line 3: time 2016-07-01T00:15 follows .* every 60 minutes"):
         load_ett("ETTh2", tmp_path, sha256=None)
 
 

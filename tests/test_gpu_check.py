@@ -2,7 +2,10 @@
 
 Its dry run executes 12.1 once under nbval with the report plugin (tools/nbval_report.py),
 writes the executed notebook and the report, and builds the HTML book from that
-execution; a notebook whose checked output was changed makes it fail.
+execution; a notebook whose checked output was changed makes it fail. That execution is
+also the session's nbval run of 12.1: the same pyproject options and sanitizer, so when
+the dry run is selected conftest.py deselects the plain nbval items of 12.1 (12.1 is
+executed once per `make test`, not twice).
 """
 import ast
 import json
@@ -34,6 +37,7 @@ def dry_run(tmp_path_factory):
     return out, result
 
 
+@pytest.mark.slow
 def test_dry_run_passes_and_reports_each_notebook(dry_run):
     out, result = dry_run
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
@@ -51,6 +55,7 @@ def test_dry_run_passes_and_reports_each_notebook(dry_run):
     assert "# Notebook execution report" in result.stdout       # the script prints it
 
 
+@pytest.mark.slow
 def test_dry_run_writes_the_executed_notebook(dry_run):
     out, _ = dry_run
     executed = nbformat.read(out / "notebooks" / NB_12_1.name, 4)
@@ -64,6 +69,7 @@ def test_dry_run_writes_the_executed_notebook(dry_run):
     assert any("image/png" in o.get("data", {}) for c in ran for o in c.outputs)
 
 
+@pytest.mark.slow
 def test_dry_run_builds_the_html_from_that_execution(dry_run):
     out, _ = dry_run
     page = (out / "html" / "chapters" / "12_1_self_attention.html").read_text()
@@ -71,6 +77,7 @@ def test_dry_run_builds_the_html_from_that_execution(dry_run):
     assert (out / "html" / "index.html").is_file()
 
 
+@pytest.mark.slow
 def test_the_books_provenance_page_shows_that_execution_and_the_report(dry_run):
     """12.1 ran here: its row is the record its last cell glued in this execution (or,
     for a notebook without one, what the report says) and nbval's result; the notebooks
@@ -85,7 +92,8 @@ def test_the_books_provenance_page_shows_that_execution_and_the_report(dry_run):
     record = (ast.literal_eval(glued[0].data["application/papermill.record/text/plain"])
               if glued else sphinx_provenance.from_nbval(entry))
     html = (out / "html" / "provenance.html").read_text()
-    rows = [[" ".join(re.sub(r"<[^>]+>", " ", c).split()) for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)]
+    cells = r"<td[^>]*>(.*?)</td>"
+    rows = [[" ".join(re.sub(r"<[^>]+>", " ", c).split()) for c in re.findall(cells, r, re.S)]
             for r in re.findall(r"<tr[^>]*>(.*?)</tr>", html, re.S)]
     by_title = {r[0]: r[1:] for r in rows if r}
     c = entry["cells"]
@@ -95,6 +103,7 @@ def test_the_books_provenance_page_shows_that_execution_and_the_report(dry_run):
     assert len(by_title) == 5 and all(r[-1] == "not run" for r in by_title.values())
 
 
+@pytest.mark.slow
 def test_a_changed_checked_output_fails(tmp_path):
     """A short copy of 12.1 (setup, imports, the data cell) whose checked output was edited."""
     nb = nbformat.read(NB_12_1, 4)

@@ -28,8 +28,7 @@ from wrong_answers import WRONG_ANSWERS, missing, signature
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-from make_assignments import (exercises, graded_cells, is_graded, nbgrader,  # noqa: E402
-                              source_version, write_course)
+from make_assignments import exercises, graded_cells, is_graded, nbgrader, source_version, write_course  # noqa: E402
 from make_student import BEGIN, END, STUB  # noqa: E402
 
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
@@ -167,6 +166,7 @@ def test_source_version_makes_each_self_check_a_graded_cell_and_says_what_it_exp
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.slow
 def test_every_exercise_is_one_graded_cell_that_students_see_unchanged(path, course):
     book = nbformat.read(path, as_version=4)
     source = nbformat.read(course["root"] / "source" / path.stem / path.name, as_version=4)
@@ -177,7 +177,7 @@ def test_every_exercise_is_one_graded_cell_that_students_see_unchanged(path, cou
         cells = graded_cells(nb)
         assert len(cells) == len(found), f"{len(cells)} graded cells for {len(found)} exercises"
         assert all(cell.metadata.nbgrader.points > 0 and cell.metadata.nbgrader.locked for cell in cells)
-    for (_, check_at, check), cell in zip(found, graded_cells(release)):
+    for (_, check_at, _), cell in zip(found, graded_cells(release)):
         assert cell.source == book.cells[check_at].source, "the student sees the book's self-check"
     for (_, _, check), cell in zip(found, graded_cells(source)):
         hidden = re.search(r"### BEGIN HIDDEN TESTS\n(.*)### END HIDDEN TESTS", cell.source, re.S)
@@ -188,6 +188,7 @@ def test_every_exercise_is_one_graded_cell_that_students_see_unchanged(path, cou
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.slow
 def test_the_book_solutions_get_full_points(path, course):
     result = graded(course, path)["solutions"]
     assert errors(result["notebook"]) == {}
@@ -196,6 +197,7 @@ def test_the_book_solutions_get_full_points(path, course):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.slow
 def test_unanswered_gets_zero_and_every_other_cell_runs(path, course):
     nb = graded(course, path)["unanswered"]["notebook"]
     printed = "".join(out.get("text", "") for cell in nb.cells if cell.cell_type == "code"
@@ -209,6 +211,7 @@ def test_unanswered_gets_zero_and_every_other_cell_runs(path, course):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.slow
 def test_a_wrong_answer_loses_its_points_and_the_feedback_shows_the_hint(path, course):
     result = graded(course, path)["wrong"]
     nb, feedback = result["notebook"], words(html.unescape(re.sub(r"<[^>]+>", "", result["feedback"])))
@@ -222,6 +225,7 @@ def test_a_wrong_answer_loses_its_points_and_the_feedback_shows_the_hint(path, c
     assert got and all(score == 0 for score, _ in got.values()), got
 
 
+@pytest.mark.slow
 def test_the_gradebook_export_lists_the_totals(course):
     for path in NOTEBOOKS:
         graded(course, path)

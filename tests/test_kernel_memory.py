@@ -86,6 +86,7 @@ def exponent(kernel, lengths, **kwargs):
     return fit_power_law(lengths, peaks)[0]
 
 
+@pytest.mark.slow
 def test_naive_memory_exponent_is_two():
     assert abs(exponent(naive_attention, (1024, 2048, 4096), is_causal=True) - 2.0) < 0.05
 

@@ -6,11 +6,21 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import tol
+from helpers import tol
 from labsupport import attention
-from labsupport.attention import (KERNELS, KernelSpec, LinformerAttention, attention_kernel, band_mask,
-                                  kernel_spec, linear_attention, local_attention, longformer_mask,
-                                  naive_attention, performer_attention)
+from labsupport.attention import (
+    KERNELS,
+    KernelSpec,
+    LinformerAttention,
+    attention_kernel,
+    band_mask,
+    kernel_spec,
+    linear_attention,
+    local_attention,
+    longformer_mask,
+    naive_attention,
+    performer_attention,
+)
 from labsupport.layers import MultiHeadAttention
 from labsupport.models import PatchTransformer
 from labsupport.positional import ALiBi
@@ -32,7 +42,8 @@ def test_every_registered_kernel_declares_its_spec_where_it_is_defined():
     assert kernel_spec(local_attention) is local_attention.spec         # declared on the function itself
     lin = LinformerAttention(10, 4)
     assert kernel_spec(lin) is LinformerAttention.spec
-    assert (lin.spec.module, lin.spec.fixed_length, lin.spec.causal, lin.spec.exact) == (True, True, False, False)
+    spec = lin.spec
+    assert (spec.module, spec.fixed_length, spec.causal, spec.exact) == (True, True, False, False)
 
 
 def test_partials_inherit_the_spec_and_undeclared_callables_get_the_plain_one():

@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import tol
+from helpers import tol
 from labsupport.attention import causal_mask
 from labsupport.layers import MultiHeadAttention
 from labsupport.positional import ALiBi, RelativePositionBias, RotaryEmbedding, XLRelativePosition

@@ -1,11 +1,16 @@
 import pytest
 import torch
 
+from helpers import tol
 from labsupport.layers import MultiHeadAttention
-from labsupport.memory import (CompressiveMemory, MemoryState, SegmentRecurrentEncoder,
-                               attention_reconstruction_loss, memory_mask, run_segments)
-
-from conftest import tol
+from labsupport.memory import (
+    CompressiveMemory,
+    MemoryState,
+    SegmentRecurrentEncoder,
+    attention_reconstruction_loss,
+    memory_mask,
+    run_segments,
+)
 
 D, H, B = 8, 2, 2
 
@@ -129,7 +134,7 @@ def test_bad_inputs_raise_with_shapes():
         enc(x, torch.zeros(B, 2, D))
     with pytest.raises(ValueError, match="not divisible"):
         SegmentRecurrentEncoder(6, 4, 1, mem_len=2)
-    with pytest.raises(ValueError, match="mem_len must be a non-negative int"):
+    with pytest.raises(ValueError, match="mem_len must be an int >= 0, got -1"):
         SegmentRecurrentEncoder(8, 2, 1, mem_len=-1)
 
 

@@ -2,12 +2,22 @@ import warnings
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from conftest import tol
+from helpers import tol
 from labsupport.data import patchify
-from labsupport.models import (CausalConv1d, GRUForecaster, LinearForecaster, MovingAverage,
-                               PatchTransformer, TCNForecaster, TemporalBlock, check_window,
-                               seasonal_naive)
+from labsupport.models import (
+    CausalConv1d,
+    GRUForecaster,
+    LinearForecaster,
+    MovingAverage,
+    PatchTransformer,
+    RidgeForecaster,
+    TCNForecaster,
+    TemporalBlock,
+    check_window,
+    seasonal_naive,
+)
 
 LOOKBACK, HORIZON = 48, 12
 # PatchTST's backbone as published: bidirectional post-norm encoder with BatchNorm over the tokens,
@@ -76,10 +86,13 @@ def test_overfits_a_tiny_batch(name):
     assert loss.item() < start / 100, f"{name}: loss {loss.item():.4f} from {start:.4f}"
 
 
-def test_forecasters_take_keyword_arguments_only():
-    for cls in (GRUForecaster, TCNForecaster, LinearForecaster):
-        with pytest.raises(TypeError):
-            cls(LOOKBACK, HORIZON)
+@pytest.mark.parametrize("cls", [GRUForecaster, TCNForecaster, LinearForecaster, PatchTransformer,
+                                 RidgeForecaster])
+def test_forecasters_take_keyword_arguments_only(cls):
+    with pytest.raises(TypeError,
+                       match=rf"{cls.__name__}.__init__\(\) takes 1 positional argument but 3 were given"):
+        cls(LOOKBACK, HORIZON)
+    assert cls(lookback=LOOKBACK, horizon=HORIZON).horizon == HORIZON
 
 
 # --- TCN: causality and receptive field ---------------------------------------------------
@@ -359,9 +372,6 @@ def test_patch_transformer_takes_a_linformer_instance():
 
 # --- RidgeForecaster: the closed-form linear baseline ---------------------------------------
 
-import torch.nn.functional as F  # noqa: E402
-from labsupport.models import RidgeForecaster  # noqa: E402
-
 
 def _ridge_data(n=300, L=10, T=3, C=2, seed=0):
     g = torch.Generator().manual_seed(seed)
@@ -452,6 +462,8 @@ def test_patchtst_backbone_options_build_what_they_name():
         PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, attn_dropout=1.5)
     with pytest.raises(ValueError, match=r"norm must be 'layer' or 'batch', got 'rms'"):
         PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, norm="rms")
+
+
 # --- instance normalisation (RevIN) as an option of every forecaster ------------------------
 
 REVIN_MODELS = {"gru": GRUForecaster, "tcn": TCNForecaster, "dlinear": LinearForecaster}

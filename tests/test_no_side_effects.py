@@ -19,8 +19,11 @@ import numpy as np
 import pytest
 import torch
 
+import helpers
 from labsupport import attention as A
+from labsupport import compare as C
 from labsupport import data as D
+from labsupport import devices as Dv
 from labsupport import layers as Ly
 from labsupport import memory as M
 from labsupport import models as Mo
@@ -31,7 +34,7 @@ from labsupport import train as Tr
 from labsupport import validation as V
 
 MODULES = ["attention", "layers", "positional", "memory", "models", "data", "train", "timing", "plots",
-           "widgets", "profile", "report", "validation"]
+           "widgets", "profile", "report", "validation", "compare", "devices"]
 
 EXEMPT = {
     # records and exceptions: no behaviour to test
@@ -40,6 +43,8 @@ EXEMPT = {
     "memory.MemoryState": "a record", "timing.Timing": "a record", "profile.Profile": "a record",
     "report.RunStart": "a record",
     "train.Metrics": "a record", "train.History": "a record",
+    "compare.TrainingRecord": "a record", "compare.Entry": "a record",
+    "compare.Comparison": "a record of results: its methods read and print it (tests/test_compare.py)",
     "positional.AttentionPosition": "an abstract base; its subclasses are measured",
     # a documented job that is a side effect
     "attention.attention_kernel": "declares a spec: setting .spec on the kernel it decorates is its job",
@@ -56,9 +61,9 @@ def t(*shape, seed=0):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
-def qkv(L=6, S=None, D=4):
-    S = L if S is None else S
-    return t(1, 2, L, D, seed=1), t(1, 2, S, D, seed=2), t(1, 2, S, D, seed=3)
+def qkv(L=6, S=None):
+    """Small inputs: one sequence, two heads of 4 (the sizes of the position modules below)."""
+    return helpers.qkv(L, S, B=1, H=2, D=4, Dv=4)
 
 
 def built(cls, *args, **kwargs):
@@ -104,7 +109,6 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "attention.flash_attention": lambda: case(A.flash_attention, *qkv(5, 7), bias=t(5, 7), block_size=2),
     "attention.sdpa": lambda: case(A.sdpa, *qkv(5, 7), mask=torch.ones(7, dtype=torch.bool)),
     "attention.sdpa_backends": lambda: case(A.sdpa_backends, *qkv()),
-    "attention.sdpa_backend_used": lambda: case(A.sdpa_backend_used, *qkv()),
     "attention.band_mask": lambda: case(A.band_mask, 5, 1),
     "attention.longformer_mask": lambda: case(A.longformer_mask, 6, 1, [0, 3]),
     "attention.local_attention": lambda: case(A.local_attention, *qkv(), window=2, is_causal=True),
@@ -147,7 +151,7 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "positional.make_positional_encoding": lambda: case(P.make_positional_encoding, "sinusoidal", d_model=8,
                                                         max_len=5),
     "positional.make_attention_position": lambda: case(P.make_attention_position, "rope", n_heads=2, head_dim=4),
-    "positional.time_features": lambda: case(P.time_features, series().timestamps, np.zeros(60)),
+    "data.time_features": lambda: case(D.time_features, series().timestamps, np.zeros(60)),
     # memory
     "memory.memory_mask": lambda: case(M.memory_mask, 4, 3),
     "memory.CompressiveMemory": lambda: case(built(M.CompressiveMemory, 8, mem_len=4, cmem_len=2, rate=2).update,
@@ -187,12 +191,13 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "data.patchify": lambda: case(D.patchify, t(2, 20), patch_len=4, stride=3),
     "data.book_task": lambda: case(D.book_task, train_stride=500, eval_stride=500, calendar=True),
     # train
-    "train.pick_device": lambda: case(Tr.pick_device, "cpu"),
+    "devices.pick_device": lambda: case(Dv.pick_device, "cpu"),
     "train.fit": lambda: case(_fit_a_new_model, (t(40, 12, 1), t(40, 3, 1, seed=1)),
                               (t(10, 12, 1, seed=2), t(10, 3, 1, seed=3))),
     "train.predict": lambda: case(Tr.predict, _small_patch_model(), t(5, 12, 1), batch_size=2),
     "train.evaluate": lambda: case(Tr.evaluate, _small_patch_model(), (t(5, 12, 1), t(5, 3, 1, seed=1))),
     # timing
+    "timing.sdpa_backend_used": lambda: case(T.sdpa_backend_used, *qkv()),
     "timing.time_call": lambda: case(T.time_call, A.naive_attention, *qkv(), reps=2),
     "timing.cpu_peak_supported": lambda: case(T.cpu_peak_supported),
     "timing.peak_memory": lambda: case(T.peak_memory, A.naive_attention, *qkv()),
@@ -228,6 +233,7 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "profile.default_name": lambda: case(importlib.import_module("labsupport.profile").default_name),
     "profile.current": lambda: case(importlib.import_module("labsupport.profile").current, "cpu"),
     "report.verdict": lambda: case(R.verdict, "a claim", True),
+    "report.glue": lambda: case(R.glue, "s0_a_value", torch.tensor([0.5])),
     "report.table": lambda: case(R.table, ["a", "b"], [[1, 2.5], [3, 4.0]], formats={1: "{:.1f}"}),
     "report.sweep_table": lambda: case(R.sweep_table, sweep_rows()),
     "report.precision_note": lambda: case(R.precision_note, {"naive": A.naive_attention}, 8, torch.bfloat16),
@@ -248,6 +254,7 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "validation.check_probability": lambda: case(V.check_probability, "p", 0.1),
     "validation.check_rank": lambda: case(V.check_rank, "x", t(2, 3), 2, "(B, C)"),
     "validation.check_nonnegative_int": lambda: case(V.check_nonnegative_int, "n", 0),
+    "validation.check_dropout": lambda: case(V.check_dropout, "dropout", 0.1),
     "validation.check_self_attention": lambda: case(V.check_self_attention, "local", *qkv()),
     "validation.check_no_mask": lambda: case(V.check_no_mask, "linear", None, "why"),
     "validation.check_shape": lambda: case(V.check_shape, "x", t(2, 3), (2, 3), "(B, C)"),
@@ -270,6 +277,28 @@ if hasattr(Ly, "sublayer"):                  # gone from main since this file wa
     CASES["layers.sublayer"] = lambda: case(
         Ly.sublayer, t(2, 5, 8), lambda h: h * 2, built(torch.nn.LayerNorm, 8), torch.nn.Identity(), True)
 
+def _compare():
+    """Two seeds of a small DLinear beside the ridge and the naive: the task's tensors and
+    the global generators must not change (each run seeds inside a fork)."""
+    x = t(60, 12, 1)
+    y = t(60, 3, 1, seed=1)
+    task = D.ForecastTask((x[:40], y[:40]), (x[40:50], y[40:50]), (x[50:], y[50:]),
+                          D.Standardizer().fit(np.zeros((4, 1), dtype=np.float32) + np.arange(4.0)[:, None]),
+                          ("c0",), 12, 3)
+    spec = C.Trainable(lambda revin: Mo.LinearForecaster(lookback=12, horizon=3, kernel_size=5, revin=revin))
+    return case(C.compare, task, {"DLinear": spec}, revin=True, seeds=2, naive_period=6, epochs=2,
+                batch_size=16, progress=False)
+
+
+CASES.update({
+    "compare.compare": _compare,
+    "compare.training_record": lambda: case(C.training_record, Tr.History(
+        train_loss=[1.0, 0.5], val_loss=[1.0, 0.7], epoch_seconds=[0.1, 0.1], best_epoch=1), epochs=2, patience=1),
+    "compare.warmup_cosine": lambda: case(C.warmup_cosine, 4, warmup=1),
+    "compare.Trainable": lambda: case(C.Trainable, lambda revin: None, seeds=[0, 2], lr=0.1),
+})
+
+
 def _small_patch_model():
     return built(Mo.PatchTransformer, lookback=12, horizon=3, patch_len=4, stride=4, d_model=8, n_heads=2,
                  n_layers=1, dropout=0.2)
@@ -289,10 +318,9 @@ def _tmp():
 
 
 def _ett_root():
-    from test_ett import write
     root = _tmp() / "ett"
     root.mkdir(exist_ok=True)
-    write(root)
+    helpers.write_ett(root)
     return root
 
 
@@ -337,13 +365,20 @@ def _closing(figure_fn):
     return call
 
 
+def defined_in(obj, mod) -> bool:
+    """``obj`` is defined in module ``mod``, or for a package (`labsupport.attention`) in one
+    of its modules: a name each module re-exports from elsewhere is counted where it lives."""
+    return obj.__module__ == mod.__name__ or (hasattr(mod, "__path__")
+                                               and obj.__module__.startswith(mod.__name__ + "."))
+
+
 def public_names():
     names = []
     for m in MODULES:
         mod = importlib.import_module(f"labsupport.{m}")
         names += [f"{m}.{n}" for n, obj in vars(mod).items()
                   if not n.startswith("_") and (inspect.isfunction(obj) or inspect.isclass(obj))
-                  and obj.__module__ == mod.__name__]
+                  and defined_in(obj, mod)]
     return names
 
 

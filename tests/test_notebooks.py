@@ -1,4 +1,5 @@
-"""Conventions every chapter notebook follows (DESIGN.md section 3), checked statically.
+"""Conventions every chapter notebook follows (setup cell, clean outputs, exercises with
+self-checks, citations), checked statically.
 
 nbval (collected from chapters/ by the same pytest run) re-executes each notebook and
 compares its outputs; these tests check what nbval does not."""
@@ -68,7 +69,8 @@ def test_exercises_have_solutions_and_self_checks(path):
     numbered = re.findall(r"```\{exercise\} (\S+) [^\n]*\n:label: (\S+)\n:nonumber:", text)
     exercises = [label for _, label in numbered]
     if section:                       # 12.2.1, 12.2.2, ...: numbered within the section
-        assert [n for n, _ in numbered] == [f"{section[1]}.{section[2]}.{i}" for i in range(1, len(numbered) + 1)]
+        expected = [f"{section[1]}.{section[2]}.{i}" for i in range(1, len(numbered) + 1)]
+        assert [n for n, _ in numbered] == expected
     solutions = re.findall(r"```\{solution-start\} (\S+)", text)
     assert 2 <= len(exercises) <= 5 and sorted(exercises) == sorted(solutions)
     for i, cell in enumerate(nb.cells):

@@ -140,7 +140,9 @@ def test_the_colormap_check_rejects_rainbow_maps(name):
 
 
 def test_every_notebook_applies_the_book_style():
-    missing = [p.name for p in sorted((ROOT / "chapters").glob("*.ipynb"))
-               if "use_book_style()" not in "".join("".join(c["source"]) for c in json.loads(p.read_text())["cells"]
-                                                    if c["cell_type"] == "code")]
+    def code(path):
+        return "".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"]
+                       if c["cell_type"] == "code")
+    notebooks = sorted((ROOT / "chapters").glob("*.ipynb"))
+    missing = [p.name for p in notebooks if "use_book_style()" not in code(p)]
     assert missing == [], f"notebooks that never call plots.use_book_style(): {missing}"

@@ -4,14 +4,24 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import tol
-from labsupport.attention import naive_attention, sdpa
+from helpers import tol
+from labsupport.attention import KERNELS, causal_mask, kernel_spec, sdpa
 from labsupport.layers import MultiHeadAttention
 from labsupport.models import PatchTransformer
-from labsupport.positional import (KINDS, ALiBi, LearnedPositionalEncoding, RelativePositionBias,
-                                   RotaryEmbedding, Time2Vec, XLRelativePosition, alibi_bias,
-                                   alibi_slopes, interleave_halves, relative_position_bucket,
-                                   sinusoidal_encoding, time_features)
+from labsupport.positional import (
+    KINDS,
+    ALiBi,
+    LearnedPositionalEncoding,
+    RelativePositionBias,
+    RotaryEmbedding,
+    Time2Vec,
+    XLRelativePosition,
+    alibi_bias,
+    alibi_slopes,
+    interleave_halves,
+    relative_position_bucket,
+    sinusoidal_encoding,
+)
 
 
 def test_sinusoidal_matches_its_formula():
@@ -39,7 +49,7 @@ def test_sinusoidal_shift_is_one_linear_map_for_every_position():
 def test_rope_keeps_norms_and_scores_depend_only_on_the_offset():
     rope = RotaryEmbedding(8)
     g = torch.Generator().manual_seed(0)
-    q, k = torch.randn(1, 8, generator=g, dtype=torch.float64), torch.randn(1, 8, generator=g, dtype=torch.float64)
+    q, k = (torch.randn(1, 8, generator=g, dtype=torch.float64) for _ in range(2))
 
     def score(m, n):
         return (rope(q, torch.tensor([m])) * rope(k, torch.tensor([n]))).sum().item()
@@ -58,21 +68,36 @@ def test_rope_keeps_norms_and_scores_depend_only_on_the_offset():
         rope(torch.randn(2, 4, 6))
 
 
+# Every kernel that computes softmax attention exactly and takes a score bias: naive, sdpa, flash.
+EXACT = [name for name in KERNELS if kernel_spec(name).exact and kernel_spec(name).bias]
+
+
+@pytest.mark.parametrize("kernel", EXACT)
 @pytest.mark.parametrize("position", ["rope", "alibi", "relative", "xl"])
-def test_every_in_attention_encoding_gives_the_same_result_with_every_exact_kernel(position):
-    def build(kernel):
-        torch.manual_seed(0)
-        pos = {"rope": lambda: RotaryEmbedding(4), "alibi": lambda: ALiBi(4),
-               "relative": lambda: RelativePositionBias(4), "xl": lambda: XLRelativePosition(4, 4)}[position]()
-        if position == "xl":
-            torch.nn.init.normal_(pos.u)
-            torch.nn.init.normal_(pos.v)
-        return MultiHeadAttention(16, 4, kernel=kernel, position=pos).eval()
-    x = torch.randn(2, 9, 16)
-    ours = build("naive")(x, is_causal=True)
-    torch.testing.assert_close(build("sdpa")(x, is_causal=True), ours, atol=1e-5, rtol=1e-5)
-    out, weights = build("sdpa")(x, is_causal=True, return_weights=True)
-    torch.testing.assert_close(out, ours, atol=1e-5, rtol=1e-5)
+def test_every_in_attention_encoding_is_its_formula_with_every_exact_kernel(position, kernel):
+    """Output and weights against attention written out in float64: the position module's
+    rotation and bias, a causal softmax with `helpers.reference`'s einsum, the projections."""
+    torch.manual_seed(0)
+    pos = {"rope": lambda: RotaryEmbedding(4), "alibi": lambda: ALiBi(4),
+           "relative": lambda: RelativePositionBias(4), "xl": lambda: XLRelativePosition(4, 4)}[position]()
+    if position == "xl":
+        torch.nn.init.normal_(pos.u)
+        torch.nn.init.normal_(pos.v)
+    mha = MultiHeadAttention(16, 4, kernel=kernel, position=pos).double().eval()
+    x = torch.randn(2, 9, 16, dtype=torch.float64)
+    at = torch.arange(9)
+    q, k, v = (mha.split_heads(proj(x)) for proj in (mha.q_proj, mha.k_proj, mha.v_proj))  # (B, H, L, hd)
+    q, k = pos.rotate(q, k, at, at)
+    scores = torch.einsum("bhld,bhsd->bhls", q, k) / 4 ** 0.5                             # (B, H, L, S)
+    bias = pos.bias(q, k, at, at)
+    scores = scores if bias is None else scores + bias
+    weights = scores.masked_fill(~causal_mask(9), float("-inf")).softmax(-1)
+    expected = mha.out_proj(mha.merge_heads(weights @ v))                                 # (B, L, d_model)
+    assert (bias is not None) == pos.needs_bias
+    torch.testing.assert_close(mha(x, is_causal=True), expected, **tol(torch.float64))
+    out, got = mha(x, is_causal=True, return_weights=True)
+    torch.testing.assert_close(out, expected, **tol(torch.float64))
+    torch.testing.assert_close(got, weights, **tol(torch.float64))
 
 
 def test_a_bias_needs_a_kernel_that_takes_one():
@@ -87,7 +112,8 @@ def test_alibi_slopes_follow_the_papers_geometric_sequence():
     for n in (1, 2, 4, 8, 16):
         expected = [2 ** (-8 * (i + 1) / n) for i in range(n)]
         np.testing.assert_allclose(alibi_slopes(n).numpy(), expected, rtol=1e-6)
-    np.testing.assert_allclose(alibi_slopes(6).numpy(), [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8, 2 ** -1, 2 ** -3])
+    np.testing.assert_allclose(alibi_slopes(6).numpy(),
+                               [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8, 2 ** -1, 2 ** -3])
     bias = alibi_bias(4, 5)
     assert bias.shape == (4, 5, 5)
     assert bias[1, 4, 1].item() == pytest.approx(-3 * 2 ** -4) and bias[0, 2, 2] == 0
@@ -120,7 +146,8 @@ def test_xl_relative_scores_match_their_four_terms_and_ignore_absolute_position(
     for h in range(2):
         for i in range(3):
             for j in range(5):
-                r = xl.r_proj(sinusoidal_features(torch.tensor([float(q_pos[i] - k_pos[j])]), xl.d_pos).float())
+                offset = torch.tensor([float(q_pos[i] - k_pos[j])])
+                r = xl.r_proj(sinusoidal_features(offset, xl.d_pos).float())
                 r = r.view(2, 4)[h]
                 expected = (q[0, h, i] @ r + xl.u[h] @ k[0, h, j] + xl.v[h] @ r) / 2.0
                 assert bias[0, h, i, j].item() == pytest.approx(expected.item(), abs=1e-5)
@@ -134,23 +161,6 @@ def test_learned_encoding_stops_at_max_len():
         enc(torch.zeros(2, 12, 4))
     with pytest.raises(ValueError, match="cannot take arbitrary positions"):
         enc(torch.zeros(1, 3, 4), torch.arange(3))
-
-
-def test_time_features_ranges_and_periods():
-    stamps = np.arange(np.datetime64("2014-01-06T00:00"), np.datetime64("2014-02-06T00:00"),
-                       np.timedelta64(1, "h"))                          # 2014-01-06 is a Monday
-    f = time_features(stamps)
-    assert f.shape == (len(stamps), 6) and f.dtype == np.float32
-    assert np.abs(f).max() <= 1.0 + 1e-6
-    np.testing.assert_allclose(f[0, :4], [0, 1, 0, 1], atol=1e-6)      # midnight, Monday
-    np.testing.assert_allclose(f[24, :2], f[0, :2], atol=1e-5)        # hour repeats every 24 h
-    np.testing.assert_allclose(f[24 * 7, 2:4], f[0, 2:4], atol=1e-5)  # weekday every 7 days
-    assert not np.allclose(f[24, 2:4], f[0, 2:4])
-    np.testing.assert_allclose(np.hypot(f[:, 4], f[:, 5]), 1, atol=1e-6)
-    with_holiday = time_features(stamps[:3], holiday=[1, 0, 0])
-    assert with_holiday.shape == (3, 7) and with_holiday[:, 6].tolist() == [1, 0, 0]
-    with pytest.raises(ValueError, match=r"holiday must be \(T,\)"):
-        time_features(stamps[:3], holiday=[1, 0])
 
 
 def test_time2vec_has_a_linear_and_periodic_part():

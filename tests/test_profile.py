@@ -17,7 +17,7 @@ def test_unknown_profile_and_setting(monkeypatch):
     with pytest.raises(ValueError, match=r"unknown profile 'tpu'.*LABSUPPORT_PROFILE"):
         profile.current()
     with pytest.raises(AttributeError, match="has no setting 'nope'"):
-        profile.current("cpu").nope
+        profile.current("cpu").nope  # noqa: B018 (reading the setting is what raises)
 
 
 def test_presets_share_their_keys():
@@ -66,3 +66,16 @@ def test_the_lab_compares_on_every_window_with_enough_seeds():
     assert cpu["lab_train_stride"] <= 2 and gpu["lab_train_stride"] == 1
     assert cpu["lab_seeds"] >= 3 and cpu["lab_rnn_seeds"] >= 1
     assert gpu["lab_seeds"] >= 3 and gpu["lab_rnn_seeds"] >= 3
+
+
+def test_the_heads_verdicts_read_the_same_readers_in_both_profiles():
+    """12.2's lag readers train on the CPU in every profile and its checked verdicts read the
+    first seed's four-head reader: the same epochs in cpu and gpu; several seeds for the
+    protocol's spread (issue 13), more on the GPU runner, also for the book's forecaster."""
+    cpu, gpu = profile.PRESETS["cpu"], profile.PRESETS["gpu"]
+    assert cpu["heads_epochs"] == gpu["heads_epochs"]
+    assert 2 <= cpu["heads_seeds"] <= gpu["heads_seeds"]
+    assert 2 <= cpu["forecaster_seeds"] <= gpu["forecaster_seeds"]
+    assert cpu["deep_steps"] == gpu["deep_steps"]          # the deep stack trains on the CPU too
+    assert all(p["forecaster_max_epochs"] >= 2 for p in profile.PRESETS.values()), \
+        "compare.warmup_cosine needs a warm-up epoch and one more"

@@ -1,4 +1,4 @@
-"""Prose never types a figure or a ranking of one run (DESIGN.md 5b; issue 15, item 2).
+"""Prose never types a figure or a ranking of one run (the evidence rules; issue 15, item 2).
 
 The book is rebuilt from whichever execution produced it (a laptop, the GPU runner,
 Colab), so a sentence that copies a number from one run can contradict the table
@@ -65,12 +65,8 @@ GLUED = "\u27e8glued\u27e9"           # what a {glue:...} role reads as here
 ALLOWED: dict[tuple[str, str], str] = {
     ("12_1_self_attention", "268 MB"):
         "a formula's value: one L x L float32 matrix at L = 8192 is 8192^2 x 4 bytes",
-    ("12_3_positional_encodings", "4x"):
-        "a setting: the longest test window is 4x the training window (1,344 / 336 hours)",
     ("12_4_long_sequences", "0.9"):
         "a setting: the AR(1) coefficient of the synthetic series, x_t = 0.9 x_(t-1) + e_t",
-    ("12_4_long_sequences", "3.5"):
-        "a setting: the exact caches hold 168 and 600 slots against the memory's 48",
     ("12_5_efficient_attention", "0.99"):
         "a setting: the decay gamma = 0.99 that Exercise 12.5.3 asks about",
 }

@@ -11,7 +11,6 @@ built with execution off from notebooks executed in a real kernel: a row per not
 nbval report of tools/gpu_check.sh feeding the same page.
 """
 import ast
-import doctest
 import json
 import re
 import subprocess
@@ -99,8 +98,8 @@ def test_the_gpu_peak_survives_the_resets_that_measurements_make(fake_cuda):
     assert "5.0 GB allocated on the GPU; " in provenance.summary(record)
 
 
-def test_the_shared_module_runs_its_examples_and_needs_neither_torch_nor_sphinx():
-    assert doctest.testmod(provenance, raise_on_error=True).attempted >= 1
+def test_the_shared_module_needs_neither_torch_nor_sphinx():
+    """Its examples run in tests/test_doctests.py."""
     code = ("import sys; import labsupport.provenance; "
             "assert not {'torch', 'sphinx', 'docutils'} & set(sys.modules), sys.modules.keys()")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
@@ -165,24 +164,27 @@ def rows(table: str) -> list[list[str]]:
     return [[" ".join(re.sub(r"<[^>]+>", " ", c).split()) for c in r] for r in cells]
 
 
+@pytest.mark.slow
 def test_the_page_has_a_row_per_notebook_with_its_record(tmp_path, executed):
     table = build(tmp_path / "book", executed)
     header, first, second = rows(table)
     assert header == list(sphinx_provenance.COLUMNS)
     glued = executed["first.ipynb"].cells[-1].outputs[-1]
     assert glued.metadata["scrapbook"]["name"] == provenance.RUN_KEY
-    record = ast.literal_eval(glued.data[f"application/papermill.record/text/plain"])
+    record = ast.literal_eval(glued.data["application/papermill.record/text/plain"])
     assert first == ["First", *provenance.describe(record).values()]
     assert first[1] == report.device_description("cpu") and first[4] == profile.current().name
     assert second == ["Second", provenance.NOT_RECORDED] + ["-"] * 6
     assert 'href="first.html"' in table and 'href="second.html"' in table
 
 
+@pytest.mark.slow
 def test_a_book_without_any_record_builds(tmp_path, executed):
     table = build(tmp_path / "book", {"second.ipynb": executed["second.ipynb"]})
     assert rows(table)[1] == ["Second", provenance.NOT_RECORDED] + ["-"] * 6
 
 
+@pytest.mark.slow
 def test_the_nbval_report_of_the_gpu_check_feeds_the_page(tmp_path, executed):
     """The record wins where there is one; 'Second' takes the report's device, versions,
     profile, time and GPU peak; both say what nbval found."""
@@ -207,7 +209,7 @@ def test_a_stale_or_broken_glue_file_is_not_a_record(tmp_path, caplog):
     (folder / "a.glue.json").write_text(json.dumps(good))
     (folder / "b.glue.json").write_text(json.dumps({provenance.RUN_KEY: {"data": {"text/plain": "[1, 2"}}}))
     env = SimpleNamespace(mystnb_config=SimpleNamespace(output_folder=str(folder)),
-                          nb_metadata={"a": {"glue": [provenance.RUN_KEY]}, "b": {"glue": [provenance.RUN_KEY]}})
+                          nb_metadata={name: {"glue": [provenance.RUN_KEY]} for name in "ab"})
     assert sphinx_provenance.read_record(env, "a") == {"device": "X"}
     env.nb_metadata["a"]["glue"] = []                          # re-read without a record
     assert sphinx_provenance.read_record(env, "a") is None

@@ -56,14 +56,16 @@ def test_student_version_has_no_solution_code(path, student_dir):
     exercises = [c for c in book.cells if BEGIN in c.source]
     stubs = [c for c in student.cells if "raise NotImplementedError" in c.source
              and c.metadata.get("nbgrader", {}).get("solution")]
-    assert len(stubs) == len(exercises) >= 2, f"{path.name}: {len(stubs)} stubs for {len(exercises)} exercises"
+    assert len(stubs) == len(exercises) >= 2, \
+        f"{path.name}: {len(stubs)} stubs for {len(exercises)} exercises"
     assert text.count("```{exercise}") == student_text(book).count("```{exercise}")
     assert all(not c.get("outputs") for c in student.cells if c.cell_type == "code")
 
 
 def test_stub_keeps_indentation_and_rejects_broken_markers():
     source = f"def f(x):\n    {BEGIN}\n    return x\n    {END}\n"
-    assert strip_solution_code(source, "t") == "def f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError"
+    stub = "def f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError"
+    assert strip_solution_code(source, "t") == stub
     for broken in (f"{BEGIN}\nx = 1\n", f"x = 1\n{END}\n", f"{BEGIN}\n{BEGIN}\n{END}\n"):
         with pytest.raises(ValueError, match="SOLUTION"):
             strip_solution_code(broken, "t")

@@ -1,7 +1,11 @@
+import random
+
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
+from labsupport import devices, report
 from labsupport.data import Standardizer
 from labsupport.train import Metrics, evaluate, fit, pick_device, predict, set_seed
 
@@ -30,9 +34,6 @@ def test_fit_learns_and_records():
 
 
 def test_early_stopping_restores_the_best_weights():
-    class Drifting(Flat):
-        """Gets worse on validation after the first epoch, whatever the training loss."""
-    model = Flat()
     train, val = toy_data(), toy_data(seed=1)
     val_bad = (val[0], val[1] + 10.0)                 # a validation set the model cannot fit
     snapshots = []
@@ -77,14 +78,32 @@ def test_bad_data_is_named():
         fit(Flat(), (torch.zeros(4, 12, 1), torch.zeros(3, 3, 1)), toy_data(), progress=False)
 
 
-def test_seed_and_device():
+def test_set_seed_seeds_torch_numpy_and_random():
+    def draws():
+        return torch.randn(3), np.random.rand(3), random.random()
     set_seed(3)
-    a = torch.randn(3)
+    a = draws()
     set_seed(3)
-    assert torch.equal(a, torch.randn(3))
-    assert pick_device("cpu").type == "cpu"
-    assert pick_device().type == ("cuda" if torch.cuda.is_available() else "cpu")
-    assert predict(Flat(), toy_data()[0], batch_size=7).shape == (64, 3, 1)
+    b = draws()
+    assert torch.equal(a[0], b[0]) and np.array_equal(a[1], b[1]) and a[2] == b[2]
+    set_seed(4)
+    assert not torch.equal(draws()[0], a[0])
+
+
+def test_pick_device_takes_the_one_given_else_cuda_when_available(monkeypatch):
+    assert pick_device is devices.pick_device                        # one rule, re-exported by train
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert pick_device() == torch.device("cuda") and pick_device("cpu") == torch.device("cpu")
+    assert pick_device(torch.device("meta")) == torch.device("meta")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert pick_device() == torch.device("cpu")
+    assert report.machine_name().startswith("CPU, ")                 # report reads the same rule
+
+
+def test_predict_in_batches():
+    model, x = Flat(), toy_data()[0]
+    assert predict(model, x, batch_size=7).shape == (64, 3, 1)
+    torch.testing.assert_close(predict(model, x, batch_size=7), predict(model, x, batch_size=64))
 
 
 def test_inputs_may_be_a_tuple_passed_positionally():
@@ -310,6 +329,7 @@ def test_stop_reason_and_total_seconds():
     assert "converged" in str(stuck) and "epoch budget" in str(budget)
 
 
+@pytest.mark.slow
 def test_dlinear_with_its_fit_options_lands_near_the_least_squares_solution():
     # issue 13, item 6: at a constant rate Adam never settles on this ill-conditioned linear
     # map and early stopping keeps a jump; DLinear's type1 schedule from 1e-2 converges

@@ -61,8 +61,10 @@ def test_encoding_figure_rejects_an_unknown_kind():
         widgets.encoding_figure("wavelet")
 
 
-@pytest.fixture
-def saved_sweep(tmp_path):
+@pytest.fixture(scope="module")
+def saved_sweep(tmp_path_factory):
+    """A tiny sweep with an out-of-memory point, saved once for the module (a sweep measures
+    peak memory with the profiler: seconds, not milliseconds); tests only read it."""
     def fails_long(q, k, v):
         if q.shape[-2] > 64:
             raise MemoryError("simulated: can't allocate")
@@ -70,7 +72,7 @@ def saved_sweep(tmp_path):
     rows = cost_sweep({"identity": lambda q, k, v: q, "fails long": fails_long},
                       [32, 64, 128], reps=1, progress=False,
                       make_inputs=lambda L: (torch.ones(1, L, 4),) * 3)
-    return save_sweep(rows, tmp_path / "sweeps" / "tiny.json", title="tiny", profile="cpu")
+    return save_sweep(rows, tmp_path_factory.mktemp("sweeps") / "tiny.json", title="tiny", profile="cpu")
 
 
 def test_saved_sweep_round_trips_with_where_it_was_measured(saved_sweep):

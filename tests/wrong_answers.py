@@ -99,6 +99,10 @@ WRONG_ANSWERS = {
             later[:, t + 1:] += 1.0
             return not torch.allclose(model(x), model(later))     # compares the future outputs too
         """, "compare only outputs up to t"),
+    "heads_peak_ratio": _answer("""
+        def predicted_peak_ratio():
+            return 1.0                      # the projections are the same for any number of heads
+        """, "each head keeps its own"),
     "seasonal_naive": _answer("""
         def seasonal_naive_forecast(x, period, horizon):
             last = x[:, -period - 1:-1]                           # one step too early
@@ -135,6 +139,10 @@ WRONG_ANSWERS = {
             angle = hours / 24                                    # no 2 pi
             return torch.stack([angle.sin(), angle.cos()], dim=-1)
         """, "2 pi"),
+    "untrained_buckets": _answer("""
+        def untrained_buckets_read():
+            return list(range(27, 111))                           # offsets, not buckets
+        """, "offsets, not buckets"),
     # 12.4 Long sequences and memory
     "online_step": _answer("""
         def online_step(m, l, acc, scores, v):
@@ -147,10 +155,18 @@ WRONG_ANSWERS = {
         def compress_mean(states, rate):
             return states[:, ::rate]                              # keeps every rate-th state
         """, "every 4th state"),
+    "kept_fractions": _answer("""
+        def kept_fractions():
+            return {24: 1.0, 168: 1.0, 8766: 1.0}                 # every cycle survives
+        """, "one whole period"),
     "patch_count": _answer("""
         def patch_count(lookback, patch_len, stride):
             return (lookback - patch_len) // stride               # forgets the first patch
         """, "one short"),
+    "stride_saving": _answer("""
+        def stride_saving():
+            return 12                                             # fewer tokens, not their square
+        """, "square of the token count"),
     # the lab
     "ridge_weights": _answer("""
         def ridge_weights(X, Y, penalty):

@@ -81,8 +81,7 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))       # this checkout's labsupport, installed or not
 
-from labsupport.data import (ETT_NAMES, ETT_SHA256, ChecksumError, EttData,  # noqa: E402
-                             load_ett, make_windows, sha256_of)
+from labsupport.data import ETT_NAMES, ETT_SHA256, ChecksumError, EttData, load_ett, make_windows, sha256_of  # noqa: E402
 from labsupport.models import LinearForecaster, PatchTransformer, RidgeForecaster  # noqa: E402
 from labsupport.train import SCHEDULES, fit, pick_device, predict, set_seed  # noqa: E402
 

@@ -113,7 +113,8 @@ def fetch(package: Package, dest: Path) -> Path:
             if not member.isfile() or not member.name.startswith("package/"):
                 continue
             rel = member.name[len("package/"):]
-            prefix = next((p for p in package.keep if rel == p or (p.endswith("/") and rel.startswith(p))), None)
+            prefix = next((p for p in package.keep if rel == p or (p.endswith("/") and rel.startswith(p))),
+                          None)
             if prefix is None or ".." in Path(rel).parts:
                 continue
             found.add(prefix)

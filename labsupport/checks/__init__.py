@@ -5,17 +5,37 @@ Every check runs the student's function on fixed inputs and never raises.
 """
 from . import reference
 from .core import CHECKS, NOT_ANSWERED, CheckResult, Hint, check, yours_or_reference
-from .self_attention import (attention_weights, causal_attention, predicted_peak, score_matrix_bytes,
-                             split_heads)
-from .transformer import block_parameters, feed_forward, peeks, pre_norm_block, seasonal_naive
-from .positional import alibi_slopes, hour_features, rotate_pairs, sinusoidal
-from .long_sequences import compress_mean, online_step, patch_count
-from .lab import elu_feature_map, ridge_weights, step_peak
 from .efficient import blocked_local_attention, decayed_linear_attention, positive_features
+from .lab import elu_feature_map, ridge_weights, step_peak
+from .long_sequences import (
+    compress_mean,
+    kept_fractions,
+    online_step,
+    patch_count,
+    stride_saving,
+)
+from .positional import alibi_slopes, hour_features, rotate_pairs, sinusoidal, untrained_buckets
+from .self_attention import (
+    attention_weights,
+    causal_attention,
+    predicted_peak,
+    score_matrix_bytes,
+    split_heads,
+)
+from .transformer import (
+    block_parameters,
+    feed_forward,
+    heads_peak_ratio,
+    peeks,
+    pre_norm_block,
+    seasonal_naive,
+)
 
 __all__ = ["CHECKS", "NOT_ANSWERED", "CheckResult", "Hint", "check", "yours_or_reference", "reference",
            "attention_weights", "causal_attention", "score_matrix_bytes", "split_heads", "predicted_peak",
-           "feed_forward", "pre_norm_block", "peeks", "seasonal_naive", "block_parameters",
-           "sinusoidal", "rotate_pairs", "alibi_slopes", "hour_features",
-           "online_step", "compress_mean", "patch_count", "elu_feature_map", "ridge_weights", "step_peak",
+           "feed_forward", "pre_norm_block", "peeks", "heads_peak_ratio", "seasonal_naive",
+           "block_parameters",
+           "sinusoidal", "rotate_pairs", "alibi_slopes", "hour_features", "untrained_buckets",
+           "online_step", "compress_mean", "kept_fractions", "patch_count", "stride_saving",
+           "elu_feature_map",
            "positive_features", "blocked_local_attention", "decayed_linear_attention"]

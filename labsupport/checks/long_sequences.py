@@ -1,16 +1,11 @@
 """Self-checks for the exercises of 12.4 Long Sequences and Memory."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .core import Hint, check, close, expect_number, expect_tensor
-
-
-def _online_right(m, l, acc, scores, v):
-    m_new = torch.maximum(m, scores.amax(-1, keepdim=True))
-    p = (scores - m_new).exp()
-    fix = (m - m_new).exp()
-    return m_new, l * fix + p.sum(-1, keepdim=True), acc * fix + p @ v
 
 
 def _run_tiles(step, q_scores, v, tile):
@@ -70,7 +65,61 @@ def compress_mean(fn):
     raise Hint("slot k should be states[:, k*rate:(k+1)*rate].mean(dim=1)")
 
 
-@check("12.4 exercise 3: how many patch tokens")
+# --- exercise 3: what a memory of daily means keeps --------------------------------------
+
+KEPT_PERIODS = {24: "daily", 168: "weekly", 8766: "yearly"}      # hours per cycle
+KEPT_RATE = 24
+KEPT_TOLERANCE = 0.05
+
+
+def measured_kept_fractions(rate: int = KEPT_RATE) -> dict:
+    """The fraction of a cycle's amplitude left after mean pooling at ``rate``, measured:
+    a year of hours of cos and sin of each period (float64) goes through the library's
+    compression (`labsupport.memory.CompressiveMemory`), and the amplitude
+    sqrt(cos^2 + sin^2) of each slot, the same for every slot, is averaged."""
+    from ..memory import CompressiveMemory
+
+    hours = 24 * 365
+    t = torch.arange(hours, dtype=torch.float64)
+    kept = {}
+    for period in KEPT_PERIODS:
+        angle = 2 * math.pi * t / period
+        states = torch.stack([angle.cos(), angle.sin()], dim=-1)[None]       # (1, T, 2)
+        memory = CompressiveMemory(2, mem_len=rate - 1, cmem_len=hours // rate, rate=rate).double()
+        slots = memory.compress(states)                                       # (1, T / rate, 2)
+        kept[period] = slots.norm(dim=-1).mean().item()
+    return kept
+
+
+@check("12.4 exercise 3: what a memory of daily means keeps")
+def kept_fractions(fn):
+    answer = fn()
+    if not isinstance(answer, dict) or set(answer) != set(KEPT_PERIODS):
+        got = sorted(answer) if isinstance(answer, dict) else type(answer).__name__
+        raise Hint(f"return a dict with the keys 24, 168 and 8766 (hours per cycle: a day, a week, "
+                   f"a year), each mapped to the fraction kept; got {got}")
+    guess = {p: expect_number(answer[p], f"a fraction for the {name} cycle")
+             for p, name in KEPT_PERIODS.items()}
+    if any(g > 1.5 or g < -0.05 for g in guess.values()):
+        raise Hint("give each prediction as a fraction of the amplitude between 0 and 1 (0.5 for "
+                   "half), not as a percentage")
+    measured = measured_kept_fractions()
+    off = {p: abs(guess[p] - measured[p]) > KEPT_TOLERANCE for p in KEPT_PERIODS}
+    if off[24]:
+        raise Hint("a slot averages exactly one day, one whole period of the daily cycle: its ups and "
+                   "downs cancel, and nothing of the hour-of-day shape is left (0)")
+    if off[168]:
+        raise Hint("a day is a seventh of a week: averaging over one day smooths the weekly cycle "
+                   "only a little, so most of it (well above 0.9) is kept")
+    if off[8766]:
+        raise Hint("a day is 1/365 of a year: the season passes through the daily means untouched")
+    values = ", ".join(f"{name} {measured[p]:.2f}" for p, name in KEPT_PERIODS.items())
+    return (f"measured amplitude kept by mean pooling at rate 24: {values}; your predictions are "
+            f"within {KEPT_TOLERANCE}: the memory keeps each day's level, hence the week and the "
+            "season, and loses the shape of the day")
+
+
+@check("12.4 exercise 4: how many patch tokens")
 def patch_count(fn):
     cases = [(336, 24, 12), (336, 16, 8), (2048, 24, 1), (100, 10, 10), (24, 24, 24), (50, 8, 7)]
     for lookback, patch_len, stride in cases:
@@ -86,3 +135,52 @@ def patch_count(fn):
                        "from 0 to lookback - patch_len")
         raise Hint(f"patch_count({lookback}, {patch_len}, {stride}) should be {want}")
     return "(lookback - patch_len) // stride + 1 patches; attention cost falls as its square"
+
+
+# --- exercise 5: the saving of a patch stride, predicted then measured --------------------
+
+STRIDE_CASE = dict(lookback=336, patch_len=24, strides=(1, 12), heads=4, head_dim=16)
+SAVING_TOLERANCE = 0.05
+
+
+def measured_stride_saving() -> tuple[float, list]:
+    """How many times smaller the largest tensor of causal naive attention is with the
+    tokens of stride 12 than with those of stride 1 (a 336-hour window, patches of 24).
+    The largest tensor (`labsupport.timing.LargestTensor`) is the (B, H, N, N) score
+    matrix, so fixed costs do not blur the ratio. Returns (ratio, token counts)."""
+    from ..attention import naive_attention
+    from ..timing import LargestTensor, attention_inputs
+
+    c = STRIDE_CASE
+    sizes, tokens = [], []
+    for stride in c["strides"]:
+        n = (c["lookback"] - c["patch_len"]) // stride + 1
+        q, k, v = attention_inputs(n, heads=c["heads"], head_dim=c["head_dim"])
+        with torch.no_grad(), LargestTensor() as probe:
+            naive_attention(q, k, v, is_causal=True)
+        sizes.append(probe.nbytes)
+        tokens.append(n)
+    return sizes[0] / sizes[1], tokens
+
+
+@check("12.4 exercise 5: predict the saving of a patch stride, then measure it")
+def stride_saving(fn):
+    guess = expect_number(fn(), "a number: how many times cheaper")
+    measured, (n1, n12) = measured_stride_saving()
+    if guess <= 0:
+        raise Hint("return a positive factor: how many times smaller the cost becomes")
+    if abs(guess / measured - 1) <= SAVING_TOLERANCE:
+        return (f"the largest tensor, the causal score matrix, shrinks {measured:.1f}-fold from "
+                f"{n1} to {n12} tokens: ({n1} / {n12})^2, within {SAVING_TOLERANCE:.0%} of your "
+                "prediction")
+    if guess < 1 and abs(1 / guess / measured - 1) <= SAVING_TOLERANCE:
+        raise Hint("that is the fraction of the cost that is left; return the factor by which it "
+                   "falls (greater than 1)")
+    if any(abs(guess / r - 1) <= 0.1 for r in (12, n1 / n12)):
+        raise Hint("that is how many times fewer tokens there are; attention's cost grows as the "
+                   "square of the token count")
+    if abs(guess / 144 - 1) <= 0.01:
+        raise Hint("144 is the S^2 rule, which ignores the patch length: count the tokens of each "
+                   "stride with patch_count, then square their ratio")
+    raise Hint(f"your prediction is {guess / measured:.2f} times the measured saving: count the "
+               "tokens of each stride, (lookback - patch_len) // stride + 1, and square their ratio")

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
+from ..attention import causal_mask
+from ..positional import RelativePositionBias, relative_position_bucket
 from .core import Hint, check, close, expect_sequence, expect_tensor
 
 
@@ -100,3 +103,60 @@ def hour_features(fn):
     if not torch.allclose(got[0].double(), got[5].double(), atol=1e-5):
         raise Hint("hour 24 is hour 0 of the next day: the features must repeat every 24 hours")
     raise Hint("use sin(2 pi h / 24) and cos(2 pi h / 24)")
+
+
+def bucket_rows_read(n_tokens: int) -> set:
+    """Measured on a `RelativePositionBias`: the rows of its one-sided (causal) bucket table
+    that a causal window of ``n_tokens`` reads, i.e. the rows that receive a gradient."""
+    bias = RelativePositionBias(n_heads=1, bidirectional=False)
+    positions = torch.arange(n_tokens)
+    q = torch.zeros(1, 1, n_tokens, 2)
+    scores = bias.bias(q, q, positions, positions)                    # (1, 1, L, L)
+    scores.masked_select(causal_mask(n_tokens)).sum().backward()      # the pairs a causal query sees
+    return set(torch.nonzero(bias.embedding.weight.grad[:, 0]).flatten().tolist())
+
+
+TRAIN_TOKENS, TWICE_TOKENS, TEST_TOKENS = 27, 55, 111   # patches of 24 h, stride 12: 336, 672, 1,344 h
+
+
+@check("12.3 exercise 5: predict the buckets that training never reached")
+def untrained_buckets(fn):
+    got = expect_sequence(fn(), "untrained_buckets_read()", "a list of bucket numbers")
+    if not all(isinstance(b, numbers.Real) and not isinstance(b, bool) and float(b).is_integer()
+               for b in got):
+        raise Hint("return whole bucket numbers, such as [3, 4, 5]")
+    guess = {int(b) for b in got}
+    trained = bucket_rows_read(TRAIN_TOKENS)
+    measured = bucket_rows_read(TEST_TOKENS) - trained
+    if guess == measured:
+        return (f"measured on RelativePositionBias: a {TRAIN_TOKENS}-token window trains buckets "
+                f"0-{max(trained)}; a {TEST_TOKENS}-token window also reads buckets "
+                f"{min(measured)}-{max(measured)}, which keep their initial values")
+    if guess == set(range(TRAIN_TOKENS, TEST_TOKENS)) or max(guess, default=0) > 31:
+        raise Hint("those are offsets, not buckets: from offset 16 on, several offsets share one "
+                   "bucket, and the buckets grow logarithmically up to a distance of 128")
+    last_start = min(k for k in range(200) if int(relative_position_bucket(torch.tensor(k))) == 31)
+    if 31 in guess:
+        raise Hint(f"bucket 31 holds the offsets from {last_start} on, and the largest offset in a "
+                   f"{TEST_TOKENS}-token window is {TEST_TOKENS - 1}")
+    two_sided = {int(b) for b in relative_position_bucket(torch.arange(TEST_TOKENS), bidirectional=True)} \
+        - {int(b) for b in relative_position_bucket(torch.arange(TRAIN_TOKENS), bidirectional=True)}
+    if guess == two_sided:
+        raise Hint("a causal encoder uses one-sided buckets (bidirectional=False): all 32 for keys "
+                   "in the past, 16 of them exact, so the logarithmic buckets start at offset 16")
+    if guess & trained:
+        raise Hint(f"a {TRAIN_TOKENS}-token window already reads offsets 0..{TRAIN_TOKENS - 1}, and "
+                   f"their buckets are trained: leave out every bucket that an offset up to "
+                   f"{TRAIN_TOKENS - 1} falls into")
+    if guess == bucket_rows_read(TWICE_TOKENS) - trained:
+        raise Hint(f"that is the answer for a window of {TWICE_TOKENS} tokens "
+                   f"(twice the training length); the window here has {TEST_TOKENS} tokens, offsets "
+                   f"up to {TEST_TOKENS - 1}")
+    if guess == measured - {min(measured)}:
+        raise Hint(f"a window of {TRAIN_TOKENS} tokens has offsets 0..{TRAIN_TOKENS - 1} (the newest "
+                   f"query reads the oldest key {TRAIN_TOKENS - 1} steps back), so offset "
+                   f"{TRAIN_TOKENS} is new, and so is its bucket")
+    missing, extra = measured - guess, guess - measured
+    raise Hint(f"{len(missing)} bucket(s) missing and {len(extra)} too many: find the bucket of "
+               f"every offset 0..{TEST_TOKENS - 1} and leave out those of offsets "
+               f"0..{TRAIN_TOKENS - 1}")

@@ -100,7 +100,7 @@ def score_matrix_bytes(fn):
 def split_heads(fn):
     B, L, H, hd = 2, 5, 3, 4
     x = torch.arange(B * L * H * hd, dtype=torch.float32).view(B, L, H * hd)
-    out = expect_tensor(fn(x, H), (B, H, L, hd), f"split_heads(x (2, 5, 12), n_heads=3)")
+    out = expect_tensor(fn(x, H), (B, H, L, hd), "split_heads(x (2, 5, 12), n_heads=3)")
     right = x.view(B, L, H, hd).transpose(1, 2)
     if torch.equal(out, right):
         return "(B, L, H * hd) -> (B, H, L, hd), each head reading its own slice of every position"

@@ -11,8 +11,10 @@ from .core import Hint, check, close, expect_number, expect_tensor
 def _ffn_weights(d=6, d_ff=10, seed=0):
     g = torch.Generator().manual_seed(seed)
     return (torch.randn(3, 5, d, generator=g, dtype=torch.float64),
-            torch.randn(d_ff, d, generator=g, dtype=torch.float64), torch.randn(d_ff, generator=g, dtype=torch.float64),
-            torch.randn(d, d_ff, generator=g, dtype=torch.float64), torch.randn(d, generator=g, dtype=torch.float64))
+            torch.randn(d_ff, d, generator=g, dtype=torch.float64),
+            torch.randn(d_ff, generator=g, dtype=torch.float64),
+            torch.randn(d, d_ff, generator=g, dtype=torch.float64),
+            torch.randn(d, generator=g, dtype=torch.float64))
 
 
 @check("12.2 exercise 1: the feed-forward network")
@@ -26,7 +28,8 @@ def feed_forward(fn):
     if isinstance(alone, torch.Tensor) and not close(alone, out[:, 2:3]):
         raise Hint("the output at a position must depend only on that position's input")
     if close(out, (x @ w1.T + b1) @ w2.T + b2):
-        raise Hint("without the nonlinearity the two layers collapse into one linear map: apply relu between them")
+        raise Hint("without the nonlinearity the two layers collapse into one linear map: "
+                   "apply relu between them")
     if close(out, torch.relu(x @ w1.T) @ w2.T):
         raise Hint("add the biases b1 and b2")
     if close(out, torch.relu(x @ w1.T + b1) @ w2.T):
@@ -52,7 +55,8 @@ def pre_norm_block(fn):
         post = _block(norm_first=False)
         post.load_state_dict(block.state_dict())
         if close(out, post(x)):
-            raise Hint("that is post-norm (normalise after adding); pre-norm normalises each sub-layer's input")
+            raise Hint("that is post-norm (normalise after adding); "
+                       "pre-norm normalises each sub-layer's input")
         h = block.attn(block.norm1(x))
         if close(out, block.ff(block.norm2(h))):
             raise Hint("keep the residual connections: add each sub-layer's output to its input")
@@ -95,7 +99,70 @@ def peeks(fn):
     return "catches a model that reads the future and passes one that does not"
 
 
-@check("12.2 exercise 4: seasonal naive")
+HEADS_SIZES = dict(batch=2, length=512, d_model=64)      # exercise 12.2.4
+HEADS_TOLERANCE = 0.05
+
+
+def heads_peak_model(batch, length, d_model, n_heads, element=4):
+    """The byte model of the peak of ``MultiHeadAttention(d_model, n_heads, kernel="naive")``
+    on x (batch, length, d_model) without gradients: the q, k, v projections, then each
+    head's scores and softmax weights alive together, and the output."""
+    projections = 3 * batch * length * d_model
+    scores = 2 * batch * n_heads * length * length
+    return (projections + scores + batch * length * d_model) * element
+
+
+def measured_heads_peaks(batch, length, d_model, heads=(1, 4)):
+    """{H: measured forward peak in bytes} of ``MultiHeadAttention(d_model, H,
+    kernel="naive")`` on float32 x (batch, length, d_model) without gradients, on the CPU
+    (`labsupport.timing.peak_memory`: the allocator's exact peak); the byte model where the
+    platform cannot measure, with ``measured=False``. Returns (peaks, measured)."""
+    from ..layers import MultiHeadAttention
+    from ..timing import peak_memory
+
+    x = torch.randn(batch, length, d_model, generator=torch.Generator().manual_seed(0))
+    peaks, measured = {}, True
+    for n_heads in heads:
+        mha = MultiHeadAttention(d_model, n_heads, kernel="naive").eval()
+        with torch.no_grad():
+            peak = peak_memory(mha, x)
+        if peak is None:
+            peak, measured = heads_peak_model(batch, length, d_model, n_heads), False
+        peaks[n_heads] = peak
+    return peaks, measured
+
+
+@check("12.2 exercise 4: predict the memory of four heads")
+def heads_peak_ratio(fn):
+    guess = expect_number(fn(), "a ratio (a number such as 2.5)")
+    peaks, measured = measured_heads_peaks(**HEADS_SIZES)
+    ratio = peaks[4] / peaks[1]
+    where = "the measured ratio" if measured else "the byte model's ratio (this platform cannot measure)"
+    near = lambda target, tol=HEADS_TOLERANCE: abs(guess / target - 1) <= tol   # noqa: E731
+    if guess <= 0:
+        raise Hint("a ratio of two peaks is a positive number: peak with 4 heads / peak with 1 head")
+    if near(ratio):
+        return (f"your prediction is within {HEADS_TOLERANCE:.0%} of {where}: the projections are "
+                "the same for any number of heads, but each head keeps its own L x L scores and "
+                "softmax weights")
+    if near(1):
+        raise Hint("the q, k, v projections are indeed the same for any number of heads, but each "
+                   "head keeps its own (B, L, L) score matrix and its softmax weights: 4 heads hold "
+                   "4 of each")
+    if near(4):
+        raise Hint("the score matrices grow 4x, but the q, k, v projections, (B, L, d) each, are "
+                   "the same for any number of heads and are alive at the peak too: add them to "
+                   "both peaks before you divide")
+    if near(1 / ratio) or near(0.25):
+        raise Hint("that is 1 head over 4 heads: divide the peak with 4 heads by the peak with 1")
+    if near(16):
+        raise Hint("each head's score matrix is L x L whatever its width d/H: 4 heads hold 4 of "
+                   "them, not 16")
+    raise Hint(f"your prediction is {guess / ratio:.2f} times {where}; count the bytes alive at the "
+               "peak: q, k and v (the same for any H), and each head's scores and softmax weights")
+
+
+@check("Lab step 3: seasonal naive")          # the lab's exercise (12.2 no longer repeats it)
 def seasonal_naive(fn):
     x = torch.arange(2 * 10 * 1, dtype=torch.float32).view(2, 10, 1)
     for period, horizon in ((4, 3), (4, 4), (4, 10), (10, 5)):

@@ -25,19 +25,21 @@ def main():
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--revin", type=int, default=1)
-    parser.add_argument("--schedule", default="cosine", choices=["cosine", "constant", "halving"])
+    parser.add_argument("--schedule", default="cosine", choices=["cosine", "constant", "type1"])
     args = parser.parse_args()
     torch.set_num_threads(1)
     task = book_task(train_stride=args.stride)
     revin = bool(args.revin)
     ridge = RidgeForecaster(lookback=LOOKBACK, horizon=HORIZON, revin=revin).fit(task.train, task.val)
-    ols = RidgeForecaster(lookback=LOOKBACK, horizon=HORIZON, revin=revin, penalties=[0.0]).fit(task.train, task.val)
+    ols = RidgeForecaster(lookback=LOOKBACK, horizon=HORIZON, revin=revin,
+                          penalties=[0.0]).fit(task.train, task.val)
     print(f"ridge (penalty {ridge.penalty:g}): test {evaluate(ridge, task.test).mse:.4f}, "
-          f"val {ridge.validation_mse[ridge.penalty]:.4f}; least squares: test {evaluate(ols, task.test).mse:.4f}, "
+          f"val {ridge.validation_mse[ridge.penalty]:.4f}; "
+          f"least squares: test {evaluate(ols, task.test).mse:.4f}, "
           f"val {ols.validation_mse[0.0]:.4f}; train MSE ridge {evaluate(ridge, task.train).mse:.4f}, "
           f"least squares {evaluate(ols, task.train).mse:.4f}")
     schedule = {"cosine": warmup_cosine(args.epochs), "constant": lambda e: 1.0,
-                "halving": lambda e: 0.5 ** e}[args.schedule]
+                "type1": lambda e: 0.5 ** max(0, e - 1)}[args.schedule]
     set_seed(0)
     model = LinearForecaster(lookback=LOOKBACK, horizon=HORIZON, revin=revin)
     optimiser = torch.optim.Adam(model.parameters(), lr=args.lr)
@@ -54,8 +56,9 @@ def main():
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimiser.step()
         val = F.mse_loss(predict(model, task.val[0]), task.val[1]).item()
-        print(f"epoch {epoch + 1:2d}: lr x{schedule(epoch):.3f}  train {evaluate(model, task.train).mse:.4f}  "
-              f"val {val:.4f}  test {evaluate(model, task.test).mse:.4f}", flush=True)
+        train, test = evaluate(model, task.train).mse, evaluate(model, task.test).mse
+        print(f"epoch {epoch + 1:2d}: lr x{schedule(epoch):.3f}  train {train:.4f}  val {val:.4f}  "
+              f"test {test:.4f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import argparse
 import torch
 from torch import nn
 
-from _common import make_schedule, use_schedule_fallback
+from _common import make_schedule
 from labsupport.compare import Trainable, compare
 from labsupport.data import HORIZON, book_task
 from labsupport.layers import MultiHeadAttention
@@ -46,11 +46,10 @@ def main():
     parser.add_argument("--lr", type=float, default=1e-2)
     parser.add_argument("--stride", type=int, default=3)
     parser.add_argument("--kernel", default="naive")
-    parser.add_argument("--schedule", default="constant", help="constant, cosine, cosine0, halving")
+    parser.add_argument("--schedule", default="constant", help="constant, cosine, cosine0, type1, type3")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    use_schedule_fallback()
     d, L, S = 32, HORIZON, HISTORY
     for H in (1, 4):
         print(f"{H} head(s): projections 4 d^2 = {4 * d * d:,} multiply-adds per token; "

@@ -15,8 +15,7 @@ import time
 
 import torch
 
-from _common import use_schedule_fallback
-
+import _common  # noqa: F401
 from labsupport import profile
 from labsupport.compare import Trainable, compare, warmup_cosine
 from labsupport.data import HORIZON, LOOKBACK, book_task
@@ -32,15 +31,15 @@ def lab_models(P):
         "patch": ("PatchTransformer", Trainable(
             lambda revin: PatchTransformer(**SIZES, dropout=0.1, revin=revin), seeds=P.lab_seeds)),
         "dlinear": ("DLinear", Trainable(
-            lambda revin: LinearForecaster(**SIZES, revin=revin), seeds=P.lab_seeds, lr=1e-3,
-            epochs=15, schedule=warmup_cosine(15))),
+            lambda revin: LinearForecaster(**SIZES, revin=revin), seeds=P.lab_seeds, epochs=20,
+            **LinearForecaster.FIT_OPTIONS)),
         "gru": ("GRU", Trainable(
             lambda revin: GRUForecaster(**SIZES, hidden=P.lab_gru_hidden, revin=revin), **rnn)),
         "tcn": ("TCN", Trainable(
             lambda revin: TCNForecaster(**SIZES, hidden=P.lab_tcn_hidden, revin=revin), **rnn)),
         "linear": ("linear attention", Trainable(
             lambda revin: PatchTransformer(**SIZES, dropout=0.1, kernel="linear", revin=revin),
-            seeds=P.lab_seeds)),
+            seeds=P.lab_linear_seeds)),
     }
 
 
@@ -49,7 +48,6 @@ def main():
     parser.add_argument("--profile", default="cpu")
     parser.add_argument("--parts", nargs="+", default=["patch", "dlinear", "gru", "tcn", "linear"])
     args = parser.parse_args()
-    use_schedule_fallback()
     P = profile.current(args.profile)
     print(f"{P}, {torch.get_num_threads()} threads")
     started = time.perf_counter()

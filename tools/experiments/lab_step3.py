@@ -15,8 +15,7 @@ import time
 
 import torch
 
-from _common import make_schedule, parse_options, parse_value, use_schedule_fallback
-
+from _common import make_schedule, parse_options, parse_value
 from labsupport.compare import Trainable, compare
 from labsupport.data import HORIZON, LOOKBACK, book_task
 from labsupport.models import GRUForecaster, LinearForecaster, PatchTransformer, TCNForecaster
@@ -49,7 +48,6 @@ def main():
     parser.add_argument("--fit-model", nargs="*", default=[], help="model:key=value fit changes")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    use_schedule_fallback()
 
     def per_model(items):
         out = {}

@@ -85,7 +85,8 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     task = book_task(train_stride=2)
-    probe = task.train[0][torch.randperm(len(task.train[0]), generator=torch.Generator().manual_seed(0))[:256]]
+    order = torch.randperm(len(task.train[0]), generator=torch.Generator().manual_seed(0))
+    probe = task.train[0][order[:256]]
     print("residual-stream RMS after blocks 1, 3, 6, 9, 12 at initialisation (seed 0)")
     for name, options in VERSIONS.items():
         set_seed(0)

@@ -9,7 +9,7 @@
     OMP_NUM_THREADS=1 python tools/experiments/sections.py encodings --kinds none sinusoidal rope
 
 Common options: --stride (training windows), --epochs, --patience, --seeds, --width,
---lr, --batch, --schedule (constant, cosine, halving), --revin, --threads.
+--lr, --batch, --schedule (constant, cosine, cosine0, type1, type3), --revin, --threads.
 """
 from __future__ import annotations
 
@@ -22,10 +22,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from _common import make_schedule, parse_value, use_schedule_fallback
-
-from labsupport.attention import (LinformerAttention, linear_attention, local_attention,
-                                  longformer_attention, performer_attention)
+from _common import make_schedule, parse_value
+from labsupport.attention import (
+    LinformerAttention,
+    linear_attention,
+    local_attention,
+    longformer_attention,
+    performer_attention,
+)
 from labsupport.compare import NAIVE, RIDGE, Trainable, compare
 from labsupport.data import HORIZON, LOOKBACK, Series, book_task, load_vic_elec
 from labsupport.models import PatchTransformer, seasonal_naive
@@ -38,6 +42,8 @@ def patch_model(args, revin, **options):
     width = args.width
     sizes = dict(lookback=options.pop("lookback", LOOKBACK), horizon=HORIZON, d_model=width,
                  n_heads=4, n_layers=2, d_ff=2 * width)
+    if args.attn_dropout is not None:
+        options.setdefault("attn_dropout", args.attn_dropout)
     return PatchTransformer(**sizes, revin=revin, **options)
 
 
@@ -146,7 +152,8 @@ def encodings(args):
     for kind in args.kinds:
         if kind.endswith("@origin"):
             base = kind.split("@")[0]
-            models[kind] = Trainable(lambda revin, b=base: FromOrigin(patch_model(args, revin, pos_encoding=b)))
+            models[kind] = Trainable(
+                lambda revin, b=base: FromOrigin(patch_model(args, revin, pos_encoding=b)))
         else:
             models[kind] = Trainable(lambda revin, k=kind: patch_model(args, revin, pos_encoding=k))
     result = run(args, task, models)
@@ -162,7 +169,9 @@ def encodings(args):
     none = scores.get("none")
 
     def cell(values):
-        return "cannot run" if values is None else f"{np.mean(values):.3f} ({min(values):.3f}-{max(values):.3f})"
+        if values is None:
+            return "cannot run"
+        return f"{np.mean(values):.3f} ({min(values):.3f}-{max(values):.3f})"
 
     def ratio(values, base):
         if values is None or base is None or values[1] is None or values[4] is None:
@@ -217,6 +226,9 @@ def main():
     parser.add_argument("--patience", type=int, default=3)
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--width", type=int, default=32)
+    parser.add_argument("--attn-dropout", type=float, default=None,
+                        help="dropout on attention weights (default: the model's dropout); 0 keeps "
+                             "the fused SDPA path on a CPU, about a third faster")
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--schedule", default="constant")
@@ -228,8 +240,8 @@ def main():
     parser.add_argument("--kinds", nargs="+", default=list(KINDS) + ["sinusoidal@origin"], help="12.3")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    use_schedule_fallback()
-    {"efficient": efficient, "context": context, "encodings": encodings, "calendar": calendar}[args.what](args)
+    experiments = {"efficient": efficient, "context": context, "encodings": encodings, "calendar": calendar}
+    experiments[args.what](args)
 
 
 if __name__ == "__main__":

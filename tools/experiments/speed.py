@@ -12,15 +12,20 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 
 import _common  # noqa: F401  (puts this checkout's labsupport first on the path)
-from labsupport.attention import (linear_attention, local_attention, longformer_attention,
-                                  performer_attention, LinformerAttention)
+from labsupport.attention import (
+    LinformerAttention,
+    linear_attention,
+    local_attention,
+    longformer_attention,
+    performer_attention,
+)
 from labsupport.models import GRUForecaster, LinearForecaster, PatchTransformer, TCNForecaster
-from functools import partial
 
 L, T = 336, 24
 WINDOWS = {1: 17186, 2: 8593, 4: 4297}
