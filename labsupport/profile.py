@@ -61,9 +61,9 @@ PRESETS = {
         "context_seeds": 2,
         "segment_totals": (512, 1024, 2048, 4096),
         "backward_lengths": (1024, 2048, 4096),   # forward + backward sweep
-        # the lab
-        "lab_stride": 4,                     # every 4th training window (until the lab switches)
-        "lab_epochs": 4,
+        # the lab: Step 4's token sweep (a training step of a 2-block encoder, batch 8, 4 heads);
+        # the budget skips naive points whose predicted step, (2 + 2) x 8 x 4 x N^2 x 4 bytes,
+        # exceeds it (2.1 GB at 2048 tokens)
         "lab_tokens": (64, 128, 256, 512, 1024, 2048),
         "lab_budget": 1.5e9,
         # the lab with the comparison protocol (labsupport.compare): every window, a warm-up
@@ -76,6 +76,11 @@ PRESETS = {
         "lab_linear_seeds": 2,               # Step 5: linear attention
         "lab_gru_hidden": 32,
         "lab_tcn_hidden": 16,
+        # the lab's Transformer-XL stretch goal: one small forecaster per cache length (tokens
+        # = days), one seed, every 4th window; the error falls with the cache at this budget
+        "lab_xl_stride": 4,
+        "lab_xl_epochs": 6,
+        "lab_xl_memories": (0, 6, 12),
         # 12.5 efficient attention
         "efficient_lengths": (256, 512, 1024, 2048, 4096),
         "efficient_flash_lengths": (256, 512, 1024, 2048),  # Python tiles: slow
@@ -129,10 +134,9 @@ PRESETS = {
         "context_seeds": 3,
         "segment_totals": (2048, 4096, 8192, 16384),
         "backward_lengths": (1024, 2048, 4096),
-        # the lab: every window, 20 epochs (early stopping, patience 3); the token sweep's
-        # naive encoder (8 x 4 heads, kept for backward) hits the wall at 16384 tokens
-        "lab_stride": 1,
-        "lab_epochs": 20,
+        # the lab: every window, up to 20 epochs (early stopping, patience 3); the token
+        # sweep's naive encoder needs (2 + 2) x 8 x 4 x N^2 x 2 bytes (bfloat16) per training
+        # step: 69 GB at 16384 tokens, 275 GB at 32768, the wall
         "lab_tokens": (256, 512, 1024, 2048, 4096, 8192, 16384, 32768),
         "lab_budget": None,
         "lab_train_stride": 1,
@@ -142,6 +146,9 @@ PRESETS = {
         "lab_linear_seeds": 3,
         "lab_gru_hidden": 64,
         "lab_tcn_hidden": 32,
+        "lab_xl_stride": 1,
+        "lab_xl_epochs": 10,
+        "lab_xl_memories": (0, 2, 6, 12),
         # 12.5 efficient attention
         "efficient_lengths": (1024, 2048, 4096, 8192, 16384, 32768, 65536),
         "efficient_flash_lengths": (1024, 2048, 4096, 8192),
@@ -168,8 +175,8 @@ PRESETS["smoke"] = {
     "deep_steps": 10,
     "encoding_train_stride": 16,
     "context_epochs": 1, "context_stride": 32,
-    "lab_epochs": 1, "lab_stride": 16,
     "lab_max_epochs": 1, "lab_train_stride": 16, "lab_seeds": 1, "lab_linear_seeds": 1,
+    "lab_xl_stride": 16, "lab_xl_epochs": 1, "lab_xl_memories": (0, 12),
     # warmup_cosine needs 2 epochs: a warm-up epoch and one more
     "forecaster_max_epochs": 2, "forecaster_train_stride": 16, "forecaster_seeds": 1,
     "heads_epochs": 1, "heads_seeds": 1, "encoding_max_epochs": 1, "encoding_seeds": 1,

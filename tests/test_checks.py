@@ -328,6 +328,51 @@ def test_elu_feature_map():
     expect(checks.elu_feature_map(torch.nn.functional.elu), False, "add 1")
     expect(checks.elu_feature_map(lambda x: torch.relu(x) + 1), False, "not relu")
     expect(checks.elu_feature_map(lambda x: x), False, "positive")
+def test_ridge_weights():
+    def solve(extra):
+        return lambda X, Y, p: torch.linalg.solve(X.T @ X + extra(X, p), X.T @ Y)
+    eye = lambda X: torch.eye(X.shape[1], dtype=X.dtype)       # noqa: E731
+    expect(checks.ridge_weights(solve(lambda X, p: p * eye(X))), True, "penalty I")
+    expect(checks.ridge_weights(lambda X, Y, p: torch.linalg.inv(X.T @ X + p * eye(X)) @ X.T @ Y), True, "")
+    expect(checks.ridge_weights(solve(lambda X, p: 0 * eye(X))), False, "without the penalty")
+    expect(checks.ridge_weights(solve(lambda X, p: p)), False, "on the diagonal only")
+    expect(checks.ridge_weights(solve(lambda X, p: p ** 2 * eye(X))), False, "not squared")
+    expect(checks.ridge_weights(solve(lambda X, p: len(X) * p * eye(X))), False, "not scaled")
+    expect(checks.ridge_weights(lambda X, Y, p: solve(lambda X, p: p * eye(X))(X, Y, p).T), False,
+           "solve for W, not for W^T")
+    expect(checks.ridge_weights(lambda X, Y, p: X.T @ Y), False, "(X^T X + penalty I) W = X^T Y")
+
+
+def test_step_peak_names_the_usual_mistakes():
+    """The check measures the peak of a training step and compares; each typical count of
+    the (B, H, N, N) matrices gets its own hint."""
+    def matrices(count):
+        return lambda b, h, n, layers: count(layers) * b * h * n * n * 4
+    expect(checks.step_peak(matrices(lambda n: n + 2)), True, "within 10% of the measured peak")
+    expect(checks.step_peak(matrices(lambda n: 3 * n)), False, "keeps only what the backward needs")
+    expect(checks.step_peak(matrices(lambda n: 2 * n)), False, "keeps only what the backward needs")
+    expect(checks.step_peak(matrices(lambda n: n)), False, "the gradient of its weights")
+    expect(checks.step_peak(matrices(lambda n: n + 1)), False, "peak of the forward pass")
+    expect(checks.step_peak(matrices(lambda n: 2)), False, "so the layers count")
+    expect(checks.step_peak(lambda b, h, n, layers: (layers + 2) * b * h * n * n), False, "factor of 4")
+    expect(checks.step_peak(lambda b, h, n, layers: (layers + 2) * n * n * 4), False, "batch * heads")
+    expect(checks.step_peak(lambda b, h, n, layers: 1e6), False, "times the measured peak")
+    expect(checks.step_peak(lambda b, h, n, layers: "40 MB"), False, "return a number of bytes")
+
+
+def test_step_peak_measures_what_the_model_says():
+    """The reference's (layers + 2) matrices, against the allocator: the N x N matrices
+    dominate the narrow encoder the check measures (within 6%, never below the model)."""
+    from labsupport.checks.lab import STEP_PEAK_CASES, measured_step_peak
+    from labsupport.checks.reference import predicted_step_peak
+    from labsupport.timing import cpu_peak_supported
+    if not cpu_peak_supported():
+        pytest.skip("this platform cannot measure CPU peaks")
+    for case in STEP_PEAK_CASES:
+        ratio = measured_step_peak(*case) / predicted_step_peak(*case)
+        assert 1.0 <= ratio <= 1.06, (case, ratio)
+
+
 # 12.5 Efficient and sparse attention
 
 def test_positive_features():
@@ -449,6 +494,8 @@ RIGHT = {   # one right answer per check, written as a student would
     "decayed_linear_attention": decayed(),
     "predicted_peak": lambda: (2 * 2 * 4 * 1024 * 1024 + 2 * 4 * 1024 * 64) * 4,
     "performer_error_exponent": lambda: -0.5,
+    "ridge_weights": lambda X, Y, p: torch.linalg.solve(X.T @ X + p * torch.eye(X.shape[1], dtype=X.dtype), X.T @ Y),
+    "step_peak": lambda b, h, n, layers: (layers + 2) * b * h * n * n * 4,
 }
 
 
@@ -474,7 +521,7 @@ def scribbles_on_its_inputs(answer):
 TAKES_TENSORS = [n for n in RIGHT if n not in ("score_matrix_bytes", "block_parameters", "sinusoidal",
                                                "alibi_slopes", "patch_count", "peeks", "predicted_peak",
                                                "heads_peak_ratio", "kept_fractions", "stride_saving",
-                                               "untrained_buckets", "performer_error_exponent")]
+                                               "untrained_buckets", "performer_error_exponent", "step_peak")]
 
 
 @pytest.mark.parametrize("name", TAKES_TENSORS)
@@ -580,7 +627,7 @@ def test_the_time_limit_gives_an_outer_timer_back():
         signal.signal(signal.SIGALRM, previous)
 
 
-NUMBER_CHECKS = ["score_matrix_bytes", "block_parameters", "patch_count", "stride_saving"]
+NUMBER_CHECKS = ["score_matrix_bytes", "block_parameters", "patch_count", "stride_saving", "step_peak"]
 
 
 @pytest.mark.parametrize("name", NUMBER_CHECKS)

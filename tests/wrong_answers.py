@@ -56,7 +56,7 @@ def _answer(source: str, hint: str) -> WrongAnswer:
 
 
 WRONG_ANSWERS = {
-    # 12.1 Self-attention (the lab repeats four of these)
+    # 12.1 Self-attention (the lab repeats the first two)
     "attention_weights": _answer("""
         def attention_weights(q, k):
             scores = q @ k.transpose(-2, -1)          # not scaled by 1 / sqrt(d)
@@ -168,6 +168,15 @@ WRONG_ANSWERS = {
             return 12                                             # fewer tokens, not their square
         """, "square of the token count"),
     # the lab
+    "ridge_weights": _answer("""
+        def ridge_weights(X, Y, penalty):
+            return torch.linalg.solve(X.T @ X, X.T @ Y)           # least squares: no penalty
+        """, "without the penalty"),
+    "step_peak": _answer("""
+        def predicted_step_peak(batch, heads, tokens, layers):
+            matrix = batch * heads * tokens * tokens * 4
+            return 3 * layers * matrix                            # scores, masked scores, weights per layer
+        """, "keeps only what the backward needs"),
     "elu_feature_map": _answer("""
         def elu_feature_map(x):
             return torch.nn.functional.elu(x)                     # negative below zero

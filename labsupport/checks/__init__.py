@@ -11,7 +11,7 @@ from .efficient import (
     performer_error_exponent,
     positive_features,
 )
-from .lab import elu_feature_map
+from .lab import elu_feature_map, ridge_weights, step_peak
 from .long_sequences import (
     compress_mean,
     kept_fractions,
@@ -42,6 +42,6 @@ __all__ = ["CHECKS", "NOT_ANSWERED", "CheckResult", "Hint", "check", "yours_or_r
            "block_parameters",
            "sinusoidal", "rotate_pairs", "alibi_slopes", "hour_features", "untrained_buckets",
            "online_step", "compress_mean", "kept_fractions", "patch_count", "stride_saving",
-           "elu_feature_map",
+           "elu_feature_map", "ridge_weights", "step_peak",
            "positive_features", "blocked_local_attention", "decayed_linear_attention",
            "performer_error_exponent"]

@@ -16,3 +16,16 @@ def attention_weights(q, k):
 def score_matrix_bytes(batch, heads, length, dtype):
     """Bytes of a (batch, heads, length, length) score tensor of ``dtype``."""
     return batch * heads * length * length * torch.tensor([], dtype=dtype).element_size()
+
+
+def ridge_weights(X, Y, penalty):
+    """The ridge solution W (L, T) = (X^T X + penalty I)^-1 X^T Y for X (N, L), Y (N, T)."""
+    eye = torch.eye(X.shape[-1], dtype=X.dtype, device=X.device)
+    return torch.linalg.solve(X.T @ X + penalty * eye, X.T @ Y)
+
+
+def predicted_step_peak(batch, heads, tokens, layers):
+    """Peak bytes of one training step of a causal encoder with naive attention in float32,
+    counting the (batch, heads, tokens, tokens) matrices: each layer keeps its softmax weights
+    for the backward pass, and two more are alive at the worst moment."""
+    return (layers + 2) * batch * heads * tokens * tokens * 4
