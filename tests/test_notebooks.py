@@ -14,6 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
+from execute_notebooks import drop_progress_bars, is_progress_bar  # noqa: E402
 from set_repository import TAGS, repository_url, setup_cell  # noqa: E402
 
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
@@ -49,6 +50,26 @@ def test_committed_outputs_are_clean(path):
             assert out.output_type != "error", f"cell {i} holds an error"
             text = json.dumps(out.get("text", "")) + json.dumps(out.get("data", {}).get("text/plain", ""))
             assert not LOCAL_PATH.search(text), f"cell {i} shows a local path or address"
+            assert not is_progress_bar(out), f"cell {i} keeps a progress bar: run tools/execute_notebooks.py"
+
+
+def test_progress_bars_are_dropped_with_their_widget_state():
+    view = "application/vnd.jupyter.widget-view+json"
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {
+        "box": {"state": {"children": ["IPY_MODEL_bar"], "layout": "IPY_MODEL_lay"}},
+        "bar": {"state": {}}, "lay": {"state": {}}, "slider": {"state": {}}}}}
+    cell = nbformat.v4.new_code_cell("compare(...)")
+    cell.outputs = [
+        nbformat.v4.new_output("display_data", {view: {"model_id": "box"},
+                                                "text/plain": "comparison:  40%|####  | 2/5 [00:03<00:04]"}),
+        nbformat.v4.new_output("display_data", {view: {"model_id": "slider"},
+                                                "text/plain": "interactive(children=...)"}),
+        nbformat.v4.new_output("stream", name="stdout", text="40%| of the windows | 2/5 [sic]\n")]
+    nb.cells.append(cell)
+    drop_progress_bars(nb)
+    assert [o.get("data", {}).get(view, {}).get("model_id") for o in cell.outputs] == ["slider", None]
+    assert set(nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]) == {"slider"}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

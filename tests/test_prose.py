@@ -63,10 +63,6 @@ GLUED = "\u27e8glued\u27e9"           # what a {glue:...} role reads as here
 # (notebook stem, text as flagged) -> why it holds on every device. Keep it short; a
 # test fails when an entry is no longer needed.
 ALLOWED: dict[tuple[str, str], str] = {
-    ("12_1_self_attention", "268 MB"):
-        "a formula's value: one L x L float32 matrix at L = 8192 is 8192^2 x 4 bytes",
-    ("12_4_long_sequences", "0.9"):
-        "a setting: the AR(1) coefficient of the synthetic series, x_t = 0.9 x_(t-1) + e_t",
     ("12_5_efficient_attention", "0.99"):
         "a setting: the decay gamma = 0.99 that Exercise 12.5.3 asks about",
 }

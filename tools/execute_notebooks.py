@@ -5,9 +5,12 @@ outputs are the ones nbval compares against.
     python tools/execute_notebooks.py chapters/12_1_self_attention.ipynb
 
 Each notebook runs with chapters/ as its working directory, like the book build and
-nbval. Cell timing metadata is not recorded, so a re-run changes only what changed.
+nbval. Cell timing metadata is not recorded, so a re-run changes only what changed, and
+progress bars (tqdm widgets) are dropped: a reader of the page wants the result, not a
+bar frozen at the moment the notebook was saved.
 """
 import argparse
+import re
 import sys
 import time
 from pathlib import Path
@@ -16,6 +19,39 @@ import nbformat
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+PROGRESS_BAR = re.compile(r"\d+%\|.*\| *\d+/\d+ \[")      # tqdm's text: "desc: 40%|####  | 2/5 ["
+
+
+def is_progress_bar(output) -> bool:
+    data = output.get("data", {})
+    return WIDGET_VIEW in data and bool(PROGRESS_BAR.search(str(data.get("text/plain", ""))))
+
+
+def widget_tree(state: dict, model_id: str) -> set:
+    """The ids of a widget and of every model it refers to (children, layout, style)."""
+    ids, todo = set(), [model_id]
+    while todo:
+        key = todo.pop()
+        if key in ids or key not in state:
+            continue
+        ids.add(key)
+        for value in state[key].get("state", {}).values():
+            refs = value if isinstance(value, list) else [value]
+            todo += [r[len("IPY_MODEL_"):] for r in refs
+                     if isinstance(r, str) and r.startswith("IPY_MODEL_")]
+    return ids
+
+
+def drop_progress_bars(nb) -> None:
+    """Remove tqdm's widget outputs and their saved widget state from `nb`, in place."""
+    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    for cell in (c for c in nb.cells if c.cell_type == "code"):
+        for bar in filter(is_progress_bar, cell.outputs):
+            for key in widget_tree(state, bar["data"][WIDGET_VIEW]["model_id"]):
+                state.pop(key, None)
+        cell.outputs = [o for o in cell.outputs if not is_progress_bar(o)]
 
 
 def execute(path: Path, timeout: int) -> float:
@@ -26,6 +62,7 @@ def execute(path: Path, timeout: int) -> float:
     seconds = time.perf_counter() - start
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
+    drop_progress_bars(nb)
     nbformat.write(nb, path)
     return seconds
 
