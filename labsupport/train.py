@@ -25,6 +25,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .devices import pick_device
+from .validation import check_finite_number, check_positive_int
 
 
 def set_seed(seed: int) -> None:
@@ -270,6 +271,9 @@ def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, bat
     reproducibility), which ``fit`` then advances. The model's initial weights are the
     caller's: seed before building it.
     """
+    epochs, batch_size = check_positive_int("epochs", epochs), check_positive_int("batch_size", batch_size)
+    if check_finite_number("lr", lr) <= 0:
+        raise ValueError(f"lr must be a positive learning rate, got {lr!r}")
     x_train, y_train = _check_pair("train", train)
     x_val, y_val = _check_pair("val", val)
     _check_finite("train", x_train, y_train)

@@ -78,6 +78,16 @@ def test_bad_data_is_named():
         fit(Flat(), (torch.zeros(4, 12, 1), torch.zeros(3, 3, 1)), toy_data(), progress=False)
 
 
+@pytest.mark.parametrize("option, message", [
+    (dict(epochs=0), "epochs must be a positive int, got 0"),
+    (dict(batch_size=2.5), "batch_size must be a positive int, got 2.5"),
+    (dict(lr=0.0), "lr must be a positive learning rate, got 0.0"),
+    (dict(lr=float("nan")), "lr must be a finite number, got nan")])
+def test_bad_training_settings_are_named(option, message):
+    with pytest.raises(ValueError, match=message):
+        fit(Flat(), toy_data(), toy_data(seed=1), progress=False, **option)
+
+
 def test_set_seed_seeds_torch_numpy_and_random():
     def draws():
         return torch.randn(3), np.random.rand(3), random.random()
