@@ -51,6 +51,10 @@ def test_committed_outputs_are_clean(path):
             text = json.dumps(out.get("text", "")) + json.dumps(out.get("data", {}).get("text/plain", ""))
             assert not LOCAL_PATH.search(text), f"cell {i} shows a local path or address"
             assert not is_progress_bar(out), f"cell {i} keeps a progress bar: run tools/execute_notebooks.py"
+        ignored = {"nbval-ignore-output", "nbval-skip"} & set(cell.metadata.get("tags", []))
+        assert ignored or not cell.source.rstrip().endswith(";"), (
+            f"cell {i}: nbval's kernel shows the value a trailing ';' hides elsewhere; assign it "
+            "(outcome = ...) instead")
 
 
 def test_progress_bars_are_dropped_with_their_widget_state():
