@@ -24,7 +24,7 @@ PRESETS = {
     "cpu": {
         # 12.1 self-attention
         "bottleneck_steps": 300,             # training steps of the recall demo
-        "bill_lengths": (2048, 4096, 8192, 16384),
+        "bill_lengths": (1024, 2048, 4096, 8192),
         # 12.2 the Transformer block and the book's forecaster, with the comparison protocol
         # (labsupport.compare; tools/experiments/README.md, heads_12_2.py, layernorm_12_2.py).
         # The lag readers (one head, four heads) train on the CPU in every profile, with the
