@@ -1,0 +1,43 @@
+"""Keeping the caller's random streams: one way for the whole package.
+
+Code that seeds (a comparison's runs, a self-check, a training loop) does so inside
+`kept_random_state`, so that Python's `random`, NumPy's global generator and torch's
+generators (the CPU's and every initialised CUDA device's) are as they were afterwards,
+whether the block returns or raises.
+
+>>> import random
+>>> before = random.random(); _ = random.seed(1)
+>>> state = random.getstate()
+>>> with kept_random_state():
+...     random.seed(123); _ = random.random()
+>>> random.getstate() == state
+True
+"""
+from __future__ import annotations
+
+import contextlib
+import random
+
+import numpy as np
+import torch
+
+
+@contextlib.contextmanager
+def kept_random_state():
+    """Restore Python's, NumPy's and torch's global random states on exit (also on an
+    exception or a KeyboardInterrupt)."""
+    py_state, np_state = random.getstate(), np.random.get_state()
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    try:
+        with torch.random.fork_rng(devices=devices):
+            yield
+    finally:
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+
+
+def set_seed(seed: int) -> None:
+    """Seed Python, NumPy and PyTorch (CPU and every GPU) with ``seed``."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
