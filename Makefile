@@ -50,20 +50,20 @@ lint: $(DEV)
 
 ## Re-execute the notebooks in place (refresh the committed outputs)
 notebooks: $(STAMP)
-	$(BIN)/python tools/execute_notebooks.py
+	$(BIN)/python -m tools.book.execute_notebooks
 
 ## Student versions of every notebook, solutions removed: student/chapters/
 student: $(STAMP)
-	$(BIN)/python tools/make_student.py
+	$(BIN)/python -m tools.book.make_student
 
 ## An nbgrader course of every section, source and release versions: assignments/
 assignments: $(GRADER)
-	$(BIN)/python tools/make_assignments.py
+	$(BIN)/python -m tools.book.make_assignments
 
 ## Re-execute every notebook on this machine's GPU under nbval, build the book from it,
-## write a report: gpu-out/ (tools/gpu_check.sh; GPU_CHECK_ARGS="--wheels DIR" offline)
+## write a report: gpu-out/ (tools/ci/gpu_check.sh; GPU_CHECK_ARGS="--wheels DIR" offline)
 gpu-check:
-	tools/gpu_check.sh $(GPU_CHECK_ARGS)
+	tools/ci/gpu_check.sh $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf _build .pytest_cache gpu-out student assignments

@@ -96,7 +96,7 @@ PRESETS = {
         "stream_lengths": (1000, 2000, 4000),   # exact CPU peaks of a stream: every step recorded
     },
     # Sized so that every notebook together runs in about 5 minutes on one data-centre GPU
-    # (an H200: 141 GB), which keeps `tools/gpu_check.sh` with the HTML build under 8.
+    # (an H200: 141 GB), which keeps `tools/ci/gpu_check.sh` with the HTML build under 8.
     # Those are estimates from operation counts, not measurements: the report of a GPU
     # run (`gpu-out/report.md`) gives each notebook's time and its slowest cells.
     "gpu": {

@@ -65,7 +65,7 @@ BROWSER_ASSETS = "browser-test"  # under _static/ of a test build only (the them
 def local_assets_config(config: dict) -> dict:
     """``config`` (a _config.yml) with execution off and MathJax and the widget JavaScript
     pointed at local copies under ``_static/browser-test/``, which tests/test_browser.py
-    copies into its build (tools/fetch_web_assets.py); the build itself needs none of them."""
+    copies into its build (tools/ci/fetch_web_assets.py); the build itself needs none of them."""
     config.setdefault("execute", {})["execute_notebooks"] = "off"
     sphinx_config = config.setdefault("sphinx", {}).setdefault("config", {})
     # Relative paths are relative to _static/ (Sphinx's mathjax_path and add_js_file).

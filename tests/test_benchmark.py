@@ -1,4 +1,4 @@
-"""tools/benchmark_ett.py, offline: a generated file in the ETT-small format, one short run."""
+"""tools/benchmark/benchmark_ett.py, offline: a generated file in the ETT-small format, one short run."""
 import importlib.util
 import io
 import re
@@ -13,7 +13,7 @@ import torch
 
 pytestmark = pytest.mark.slow          # short end-to-end runs of the tool: they train models
 
-SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "benchmark_ett.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "benchmark" / "benchmark_ett.py"
 HEADER = "date,HUFL,HULL,MUFL,MULL,LUFL,LULL,OT"
 ROWS = 20 * 30 * 24 + 5                      # hourly: the 20 months of the standard split, and a few more
 

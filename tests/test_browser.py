@@ -3,7 +3,7 @@
 The book is the session's build from the committed notebook outputs (conftest.py's
 ``book_html``, shared with tests/test_book.py), made with MathJax and the ipywidgets
 manager pointed at local copies fetched from the npm registry
-(tools/fetch_web_assets.py), which are added to a copy of it: the pages then need no CDN.
+(tools/ci/fetch_web_assets.py), which are added to a copy of it: the pages then need no CDN.
 A small checker script (tests/browser_check.js), injected into those temporary copies
 only, waits until MathJax has typeset the page and the widget manager has drawn the
 saved widgets, and writes what it saw into the DOM, which Chromium dumps. Per page:
@@ -18,7 +18,7 @@ saved widgets, and writes what it saw into the DOM, which Chromium dumps. Per pa
 - nothing was requested from another host (other hosts are unresolvable for Chromium
   here), no load failed, and no JavaScript error beyond a known harmless one.
 
-Chromium: ``tools/install_browser.sh`` installs it (CI runs it and sets
+Chromium: ``tools/ci/install_browser.sh`` installs it (CI runs it and sets
 REQUIRE_BROWSER=1). Without a browser the tests skip, or fail when REQUIRE_BROWSER=1.
 Three screenshots (a page's top, the 12.3 widget explorer, display math in 12.4) go to
 ``screenshots/`` in the temporary folder (printed with ``-s``), or to $BROWSER_SCREENSHOTS.
@@ -34,7 +34,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -89,15 +88,13 @@ def find_browser() -> str | None:
 def browser():
     path = find_browser()
     if path is None:
-        _unavailable("no Chromium found (tools/install_browser.sh installs it; or set CHROMIUM=path)")
+        _unavailable("no Chromium found (tools/ci/install_browser.sh installs it; or set CHROMIUM=path)")
     return path
 
 
 @pytest.fixture(scope="module")
 def web_assets(browser):
-    spec = importlib.util.spec_from_file_location("fetch_web_assets", ROOT / "tools" / "fetch_web_assets.py")
-    fetcher = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses need it
-    spec.loader.exec_module(fetcher)
+    fetcher = importlib.import_module("tools.ci.fetch_web_assets")
     try:
         return fetcher.fetch_all()
     except fetcher.FetchError as exc:

@@ -1,6 +1,6 @@
-"""tools/gpu_check.sh rehearsed on the CPU (the GPU run is .github/workflows/gpu.yml).
+"""tools/ci/gpu_check.sh rehearsed on the CPU (the GPU run is .github/workflows/gpu.yml).
 
-Its dry run executes 12.1 once under nbval with the report plugin (tools/nbval_report.py),
+Its dry run executes 12.1 once under nbval with the report plugin (tools/ci/nbval_report.py),
 writes the executed notebook and the report, and builds the HTML book from that
 execution; a notebook whose checked output was changed makes it fail. That execution is
 also the session's nbval run of 12.1: the same pyproject options and sanitizer, so when
@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "tools" / "gpu_check.sh"
+SCRIPT = ROOT / "tools" / "ci" / "gpu_check.sh"
 NB_12_1 = ROOT / "chapters" / "12_1_self_attention.ipynb"
 
 
@@ -141,7 +141,7 @@ def test_workflows_run_the_test_command_and_the_gpu_check():
     [job] = gpu["jobs"].values()
     assert job["runs-on"] == ["self-hosted", "gpu"]
     runs = " ".join(s.get("run", "") for s in job["steps"])
-    assert "tools/gpu_check.sh" in runs and "--out gpu-out" in runs
+    assert "tools/ci/gpu_check.sh" in runs and "--out gpu-out" in runs
     uploads = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@v4")]
     paths = " ".join(s["with"]["path"] for s in uploads)
     assert "gpu-out/html" in paths and "gpu-out/report.md" in paths and "gpu-out/report.json" in paths
@@ -154,7 +154,7 @@ def test_peak_gpu_memory_survives_the_notebooks_own_resets(monkeypatch):
     resets the peak statistics (as labsupport.timing.peak_memory does) keeps its peak."""
     import importlib.util
     import types
-    spec = importlib.util.spec_from_file_location("nbval_report", ROOT / "tools" / "nbval_report.py")
+    spec = importlib.util.spec_from_file_location("nbval_report", ROOT / "tools" / "ci" / "nbval_report.py")
     plugin = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(plugin)
 

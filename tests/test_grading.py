@@ -1,4 +1,4 @@
-"""nbgrader end to end, offline, in a temporary course written by tools/make_assignments.py.
+"""nbgrader end to end, offline, in a temporary course written by tools/book/make_assignments.py.
 
 For every section: ``nbgrader generate_assignment``, then ``nbgrader autograde`` of three
 submissions of the released notebook, then ``nbgrader generate_feedback``:
@@ -16,7 +16,6 @@ import copy
 import csv
 import html
 import re
-import sys
 import textwrap
 from pathlib import Path
 
@@ -27,9 +26,15 @@ from labsupport.checks import NOT_ANSWERED
 from wrong_answers import WRONG_ANSWERS, missing, signature
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-from make_assignments import exercises, graded_cells, is_graded, nbgrader, source_version, write_course  # noqa: E402
-from make_student import BEGIN, END, STUB  # noqa: E402
+from tools.book.make_assignments import (  # noqa: E402
+    exercises,
+    graded_cells,
+    is_graded,
+    nbgrader,
+    source_version,
+    write_course,
+)
+from tools.book.make_student import BEGIN, END, STUB  # noqa: E402
 
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
 STUDENTS = ("solutions", "unanswered", "wrong")

@@ -5,7 +5,6 @@ nbval (collected from chapters/ by the same pytest run) re-executes each noteboo
 compares its outputs; these tests check what nbval does not."""
 import json
 import re
-import sys
 from pathlib import Path
 from unittest import mock
 
@@ -13,9 +12,8 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-from execute_notebooks import drop_progress_bars, is_progress_bar  # noqa: E402
-from set_repository import TAGS, repository_url, setup_cell  # noqa: E402
+from tools.book.execute_notebooks import drop_progress_bars, is_progress_bar  # noqa: E402
+from tools.book.set_repository import TAGS, repository_url, setup_cell  # noqa: E402
 
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
 KNOWN_TAGS = {"nbval-ignore-output", "nbval-check-output", "nbval-skip", "raises-exception",
@@ -42,7 +40,7 @@ def test_committed_outputs_are_clean(path):
     nb = read(path)
     cells = code_cells(nb)
     assert [c.execution_count for c in cells] == list(range(1, len(cells) + 1)), \
-        "re-run top to bottom: python tools/execute_notebooks.py"
+        "re-run top to bottom: python -m tools.book.execute_notebooks"
     assert path.stat().st_size < 2_000_000, f"{path.name} is {path.stat().st_size / 1e6:.1f} MB"
     for i, cell in enumerate(cells):
         assert set(cell.metadata.get("tags", [])) <= KNOWN_TAGS, f"cell {i}: unknown tag"
@@ -50,7 +48,7 @@ def test_committed_outputs_are_clean(path):
             assert out.output_type != "error", f"cell {i} holds an error"
             text = json.dumps(out.get("text", "")) + json.dumps(out.get("data", {}).get("text/plain", ""))
             assert not LOCAL_PATH.search(text), f"cell {i} shows a local path or address"
-            assert not is_progress_bar(out), f"cell {i} keeps a progress bar: run tools/execute_notebooks.py"
+            assert not is_progress_bar(out), f"cell {i} keeps a progress bar: run make notebooks"
         ignored = {"nbval-ignore-output", "nbval-skip"} & set(cell.metadata.get("tags", []))
         assert ignored or not cell.source.rstrip().endswith(";"), (
             f"cell {i}: nbval's kernel shows the value a trailing ';' hides elsewhere; assign it "
@@ -80,9 +78,9 @@ def test_progress_bars_are_dropped_with_their_widget_state():
 def test_setup_cell_and_repository_setting(path):
     """The same first cell everywhere, with _config.yml's URL, hidden in the HTML."""
     setup = code_cells(read(path))[0]
-    assert setup.source == setup_cell(repository_url()), "run python tools/set_repository.py"
+    assert setup.source == setup_cell(repository_url()), "run python -m tools.book.set_repository"
     assert f'REPOSITORY = "{repository_url()}"' in setup.source
-    assert setup.metadata.get("tags") == TAGS == ["remove-input"], "run python tools/set_repository.py"
+    assert setup.metadata.get("tags") == TAGS == ["remove-input"], "run python -m tools.book.set_repository"
     assert not setup.get("outputs"), "the setup cell prints nothing outside Colab"
 
 

@@ -8,7 +8,7 @@ built. Tested here: the record (its fields, its wall time, peaks kept across the
 that measurements make, on the CPU and on a faked CUDA device), and synthetic books
 built with execution off from notebooks executed in a real kernel: a row per notebook,
 "not recorded" where a notebook has no record, a book with no record at all, and the
-nbval report of tools/gpu_check.sh feeding the same page.
+nbval report of tools/ci/gpu_check.sh feeding the same page.
 """
 import ast
 import json

@@ -3,15 +3,14 @@
 That a student's copy runs top to bottom is tested by tests/test_grading.py: nbgrader
 autogrades the released version, unanswered, and every cell but the graded ones must run."""
 import re
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from tools.book.make_student import BEGIN, END, strip_solution_code, student_version
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-from make_student import BEGIN, END, strip_solution_code, student_version  # noqa: E402
 
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
 

@@ -24,12 +24,12 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 from labsupport.data import VIC_ELEC_FILE, VIC_ELEC_SHA256
+from tools.book.set_repository import repository_url, setup_cell
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-from set_repository import repository_url, setup_cell  # noqa: E402
+
 
 
 def run(command, **options):

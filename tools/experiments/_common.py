@@ -1,18 +1,12 @@
-"""Shared pieces of the experiment scripts: the checkout's labsupport first on the path,
-learning-rate schedules by name, and ``key=value`` options from the command line.
+"""Shared pieces of the experiment scripts: learning-rate schedules by name, and
+``key=value`` options from the command line.
 
 Run every script from the repository root with one thread per process on a shared
-machine, e.g. ``OMP_NUM_THREADS=1 python tools/experiments/lab_step3.py --help``.
+machine, e.g. ``OMP_NUM_THREADS=1 python -m tools.experiments.lab_step3 --help``.
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))       # this checkout's labsupport
-
-from labsupport.compare import warmup_cosine  # noqa: E402
+from labsupport.compare import warmup_cosine
 
 
 def make_schedule(name: str, epochs: int):

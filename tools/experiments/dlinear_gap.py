@@ -2,7 +2,7 @@
 train it with a long, annealed schedule and score the test windows after every epoch,
 beside the ridge and the unpenalised least-squares fit on the same windows.
 
-    OMP_NUM_THREADS=1 python tools/experiments/dlinear_gap.py --stride 1 --epochs 20 --lr 1e-3
+    OMP_NUM_THREADS=1 python -m tools.experiments.dlinear_gap --stride 1 --epochs 20 --lr 1e-3
 """
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import argparse
 import torch
 import torch.nn.functional as F
 
-import _common  # noqa: F401
 from labsupport.compare import warmup_cosine
 from labsupport.data import HORIZON, LOOKBACK, book_task
 from labsupport.models import LinearForecaster, RidgeForecaster

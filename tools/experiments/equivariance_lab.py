@@ -2,13 +2,12 @@
 compare the encoder's outputs with the shuffled outputs, for a non-causal and a causal
 encoder, with and without a positional encoding (PatchTransformer.encode, dropout 0).
 
-    python tools/experiments/equivariance_lab.py
+    python -m tools.experiments.equivariance_lab
 """
 from __future__ import annotations
 
 import torch
 
-import _common  # noqa: F401
 from labsupport.data import HORIZON, LOOKBACK
 from labsupport.models import PatchTransformer
 from labsupport.train import set_seed

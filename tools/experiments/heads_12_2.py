@@ -2,7 +2,7 @@
 24 learned queries to 192 hourly keys), with the comparison protocol: seeds, spread,
 ridge and weekly naive on the same 192-hour windows.
 
-    OMP_NUM_THREADS=1 python tools/experiments/heads_12_2.py --seeds 3 --epochs 15 --patience 15
+    OMP_NUM_THREADS=1 python -m tools.experiments.heads_12_2 --seeds 3 --epochs 15 --patience 15
 
 Also prints the cost model: the four projections cost 4 d^2 per token whatever H is;
 the scores are H matrices of 24 x 192 (H times the softmax and the weights' memory).
@@ -14,10 +14,10 @@ import argparse
 import torch
 from torch import nn
 
-from _common import make_schedule
 from labsupport.compare import Trainable, compare
 from labsupport.data import HORIZON, book_task
 from labsupport.layers import MultiHeadAttention
+from tools.experiments._common import make_schedule
 
 HISTORY = 192
 

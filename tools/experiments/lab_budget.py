@@ -2,8 +2,8 @@
 profile (default: cpu) and torch's own thread count: wall time of each part, to check
 the lab against its 5-minute budget on a quiet 2-core machine.
 
-    python tools/experiments/lab_budget.py                 # every part
-    python tools/experiments/lab_budget.py --parts patch   # one part
+    python -m tools.experiments.lab_budget                 # every part
+    python -m tools.experiments.lab_budget --parts patch   # one part
 
 Parts: patch (PatchTransformer), dlinear, gru, tcn (Step 3, with ridge and weekly naive)
 and linear (Step 5: linear attention, the same configuration as the PatchTransformer).
@@ -15,7 +15,6 @@ import time
 
 import torch
 
-import _common  # noqa: F401
 from labsupport import profile
 from labsupport.compare import Trainable, compare, warmup_cosine
 from labsupport.data import HORIZON, LOOKBACK, book_task

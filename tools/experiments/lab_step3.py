@@ -1,7 +1,7 @@
 """Lab Step 3 with the comparison protocol: which training configuration converges, how
 fast, and where each model lands against the ridge and the weekly naive.
 
-    OMP_NUM_THREADS=1 python tools/experiments/lab_step3.py --models patch dlinear \\
+    OMP_NUM_THREADS=1 python -m tools.experiments.lab_step3 --models patch dlinear \\
         --stride 2 --seeds 3 --epochs 12 --schedule cosine --fit lr=0.002 batch_size=256
 
 ``--models`` picks from MODELS below; ``--set name:key=value`` changes one model's
@@ -15,10 +15,10 @@ import time
 
 import torch
 
-from _common import make_schedule, parse_options, parse_value
 from labsupport.compare import Trainable, compare
 from labsupport.data import HORIZON, LOOKBACK, book_task
 from labsupport.models import GRUForecaster, LinearForecaster, PatchTransformer, TCNForecaster
+from tools.experiments._common import make_schedule, parse_options, parse_value
 
 SIZES = dict(lookback=LOOKBACK, horizon=HORIZON)
 MODELS = {

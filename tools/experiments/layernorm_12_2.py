@@ -7,7 +7,7 @@ the notebook's 12-block forecaster (daily patches, width 32, 4 heads), four vers
 2. 120 Adam steps (batch 64, no warm-up) at several learning rates and seeds: the final
    training MSE (mean of the last 20 steps), and how many runs diverge (NaN or > 1).
 
-    OMP_NUM_THREADS=1 python tools/experiments/layernorm_12_2.py --lrs 1e-3 1e-2 --seeds 0 1 2
+    OMP_NUM_THREADS=1 python -m tools.experiments.layernorm_12_2 --lrs 1e-3 1e-2 --seeds 0 1 2
 """
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import _common  # noqa: F401
 from labsupport.data import HORIZON, book_task, patchify
 from labsupport.layers import TransformerEncoder
 from labsupport.train import set_seed

@@ -5,8 +5,8 @@
     encodings    12.3: positional encodings, scored at 1x, 2x and 4x the trained window
     calendar     12.3: with and without calendar features; holiday days = most target hours flagged
 
-    OMP_NUM_THREADS=1 python tools/experiments/sections.py efficient --stride 4 --epochs 8 --seeds 2
-    OMP_NUM_THREADS=1 python tools/experiments/sections.py encodings --kinds none sinusoidal rope
+    OMP_NUM_THREADS=1 python -m tools.experiments.sections efficient --stride 4 --epochs 8 --seeds 2
+    OMP_NUM_THREADS=1 python -m tools.experiments.sections encodings --kinds none sinusoidal rope
 
 Common options: --stride (training windows), --epochs, --patience, --seeds, --width,
 --lr, --batch, --schedule (constant, cosine, cosine0, type1, type3), --revin, --threads.
@@ -22,7 +22,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from _common import make_schedule, parse_value
 from labsupport.attention import (
     LinformerAttention,
     linear_attention,
@@ -36,6 +35,7 @@ from labsupport.models import PatchTransformer, seasonal_naive
 from labsupport.positional import KINDS
 from labsupport.report import table
 from labsupport.train import evaluate
+from tools.experiments._common import make_schedule, parse_value
 
 
 def patch_model(args, revin, **options):

@@ -1,7 +1,7 @@
 """Seconds per training epoch of the book's forecasters, measured round-robin in one
 process so that a busy machine slows every configuration alike: compare the ratios.
 
-    OMP_NUM_THREADS=1 python tools/experiments/speed.py --threads 1 --rounds 5
+    OMP_NUM_THREADS=1 python -m tools.experiments.speed --threads 1 --rounds 5
 
 Each configuration times a few Adam steps on random windows (336 h in, 24 out) at its
 batch size; an epoch is (training windows / batch size) steps, for the window counts
@@ -17,7 +17,6 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-import _common  # noqa: F401  (puts this checkout's labsupport first on the path)
 from labsupport.attention import (
     LinformerAttention,
     linear_attention,

@@ -7,7 +7,7 @@ it in the HTML, where it is boilerplate; it stays in the notebook. The URL is on
 `repository.url` in _config.yml (it drives the book's repository and Colab buttons too).
 After changing it, or the cell below, run
 
-    python tools/set_repository.py
+    python -m tools.book.set_repository
 
 A test checks that every notebook's first code cell is this cell.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TAGS = ["remove-input"]
 SETUP = '''\
 # Setup: on Colab, install the book's package (code and data); elsewhere, do nothing.

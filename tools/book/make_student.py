@@ -1,7 +1,7 @@
 """Write the student version of every notebook: solutions removed, everything else kept.
 
-    python tools/make_student.py                       # chapters/*.ipynb -> student/chapters/
-    python tools/make_student.py --out /tmp/hw chapters/12_1_self_attention.ipynb
+    python -m tools.book.make_student                       # chapters/*.ipynb -> student/chapters/
+    python -m tools.book.make_student --out /tmp/hw chapters/12_1_self_attention.ipynb
 
 In each exercise's code cell the lines between ``### BEGIN SOLUTION`` and
 ``### END SOLUTION`` become ``raise NotImplementedError`` (the nbgrader convention),
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 DROPDOWN = re.compile(r"\n*```\{solution-(?:start|end)\}[^\n]*\n(?::[^\n]*\n)*```[ \t]*\n?")
 STUB = "# YOUR CODE HERE\nraise NotImplementedError"

@@ -10,7 +10,7 @@ sha512 integrity pinned below, and extracts only the files the pages load:
     .cache/web-assets/html-manager/dist/...         @jupyter-widgets/html-manager 1.0.6
     .cache/web-assets/requirejs/require.js          requirejs 2.3.4
 
-    python tools/fetch_web_assets.py [--dest DIR]
+    python -m tools.ci.fetch_web_assets [--dest DIR]
 
 It is idempotent: a package whose files are already extracted (a stamp file records
 its integrity) is not downloaded again.
@@ -29,7 +29,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DEST = ROOT / ".cache" / "web-assets"
 REGISTRY = "https://registry.npmjs.org"
 

@@ -1,11 +1,11 @@
 """Write an nbgrader course from the book: every section is an assignment, source and release.
 
-    python tools/make_assignments.py                  # -> assignments/ (make assignments)
-    python tools/make_assignments.py --out /tmp/course chapters/12_1_self_attention.ipynb
+    python -m tools.book.make_assignments                  # -> assignments/ (make assignments)
+    python -m tools.book.make_assignments --out /tmp/course chapters/12_1_self_attention.ipynb
 
 Each notebook becomes the assignment named after it (``12_1_self_attention``, ...).
 ``source/<name>/<name>.ipynb`` is the book's notebook without outputs and solution
-dropdowns (tools/make_student.py), its solutions kept between nbgrader's markers, and
+dropdowns (tools/book/make_student.py), its solutions kept between nbgrader's markers, and
 each exercise's self-check (the code cell after the solution, ``checks.<name>(...)``)
 turned into an autograded test cell worth ``--points``. That cell shows the book's
 self-check unchanged, after a hidden test that asserts the check passes:
@@ -34,14 +34,13 @@ from pathlib import Path
 
 import nbformat
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_student import BEGIN, STUB, student_version  # noqa: E402
+from tools.book.make_student import BEGIN, STUB, student_version
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COURSE_ID = "ch12-attention"
 HIDDEN = "### BEGIN HIDDEN TESTS\n_verdict = {call}\nassert _verdict.passed, _verdict\n### END HIDDEN TESTS\n"
 CONFIG = f'''\
-# nbgrader configuration of the course written by tools/make_assignments.py.
+# nbgrader configuration of the course written by tools/book/make_assignments.py.
 c = get_config()  # noqa: F821 (nbgrader defines it)
 c.CourseDirectory.course_id = "{COURSE_ID}"
 # A section runs for minutes on a laptop CPU; nbgrader's default is 30 s per cell.

@@ -3,7 +3,7 @@
 # those executions, and write a report: what the GPU workflow (.github/workflows/gpu.yml)
 # does, on any GPU machine, with or without a network.
 #
-#   tools/gpu_check.sh [--out DIR] [--wheels DIR] [--profile gpu|cpu] [--python PY]
+#   tools/ci/gpu_check.sh [--out DIR] [--wheels DIR] [--profile gpu|cpu] [--python PY]
 #                      [--notebooks NB...] [--no-html] [--dry-run]
 #
 #   --out DIR        results (default gpu-out): notebooks/ (each notebook as executed),
@@ -31,7 +31,7 @@
 # GPU (an estimate; report.md has the times of the run).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 OUT=gpu-out WHEELS="" PROFILE="" PY="" HTML=1 DRY=0 NOTEBOOKS=()
 BUDGET_S=480
 
@@ -108,11 +108,11 @@ EOF
 
 # --- one nbval pass: the regression check and the executions, with the report -----------
 export LABSUPPORT_PROFILE="$PROFILE"
-export PYTHONPATH="$ROOT/tools:$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 rm -rf "$OUT/notebooks" "$OUT/html" "$OUT/report.json" "$OUT/report.md"
 status=0
 "$PY" -m pytest -c "$ROOT/pyproject.toml" --rootdir "$ROOT" -p no:cacheprovider \
-    -p nbval_report --report-dir "$OUT" "${NOTEBOOKS[@]}" 2>&1 | tee "$OUT/pytest.log" \
+    -p tools.ci.nbval_report --report-dir "$OUT" "${NOTEBOOKS[@]}" 2>&1 | tee "$OUT/pytest.log" \
     || status=$?
 [ -f "$OUT/report.json" ] || die "nbval wrote no report (see $OUT/pytest.log)"
 

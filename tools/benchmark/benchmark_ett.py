@@ -1,10 +1,10 @@
 """Benchmark the book's PatchTransformer, DLinear and a closed-form ridge on ETT, beside published numbers.
 
-    python tools/benchmark_ett.py --data path/to/ETTh1.csv --horizon 96
-    python tools/benchmark_ett.py --download --name ETTm1          # all four horizons
-    python tools/benchmark_ett.py --data ETTh1.csv --horizon 96 --seeds 5     # mean and spread
-    python tools/benchmark_ett.py --data ETTh2.csv --max-seconds 600   # a time budget per model
-    python tools/benchmark_ett.py --time-epoch                     # training speed, no data needed
+    python -m tools.benchmark.benchmark_ett --data path/to/ETTh1.csv --horizon 96
+    python -m tools.benchmark.benchmark_ett --download --name ETTm1          # all four horizons
+    python -m tools.benchmark.benchmark_ett --data ETTh1.csv --horizon 96 --seeds 5     # mean and spread
+    python -m tools.benchmark.benchmark_ett --data ETTh2.csv --max-seconds 600   # a time budget per model
+    python -m tools.benchmark.benchmark_ett --time-epoch                     # training speed, no data needed
 
 The protocol is PatchTST's supervised one (Nie et al. 2023, Section 4.1 and the official
 scripts, github.com/yuqinie98/PatchTST, PatchTST_supervised/scripts/PatchTST/*.sh):
@@ -78,12 +78,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))       # this checkout's labsupport, installed or not
-
-from labsupport.data import ETT_NAMES, ETT_SHA256, ChecksumError, EttData, load_ett, make_windows, sha256_of  # noqa: E402
-from labsupport.models import LinearForecaster, PatchTransformer, RidgeForecaster  # noqa: E402
-from labsupport.train import SCHEDULES, fit, pick_device, predict, set_seed  # noqa: E402
+from labsupport.data import ETT_NAMES, ETT_SHA256, ChecksumError, EttData, load_ett, make_windows, sha256_of
+from labsupport.models import LinearForecaster, PatchTransformer, RidgeForecaster
+from labsupport.train import SCHEDULES, fit, pick_device, predict, set_seed
 
 LOOKBACK, PATCH_LEN, STRIDE = 336, 16, 8
 HORIZONS = (96, 192, 336, 720)

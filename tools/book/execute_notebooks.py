@@ -1,8 +1,8 @@
 """Re-execute notebooks in place, top to bottom in a fresh kernel, so the committed
 outputs are the ones nbval compares against.
 
-    python tools/execute_notebooks.py                     # every notebook in chapters/
-    python tools/execute_notebooks.py chapters/12_1_self_attention.ipynb
+    python -m tools.book.execute_notebooks                     # every notebook in chapters/
+    python -m tools.book.execute_notebooks chapters/12_1_self_attention.ipynb
 
 Each notebook runs with chapters/ as its working directory, like the book build and
 nbval. Cell timing metadata is not recorded, so a re-run changes only what changed, and
@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 PROGRESS_BAR = re.compile(r"\d+%\|.*\| *\d+/\d+ \[")      # tqdm's text: "desc: 40%|####  | 2/5 ["

@@ -1,0 +1,1 @@
+"""The ETT benchmark: the book's models on ETT against published numbers."""
