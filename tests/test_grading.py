@@ -188,7 +188,7 @@ def test_every_exercise_is_one_graded_cell_that_students_see_unchanged(path, cou
         hidden = re.search(r"### BEGIN HIDDEN TESTS\n(.*)### END HIDDEN TESTS", cell.source, re.S)
         assert hidden and f"checks.{check}(" in hidden[1] and "assert" in hidden[1]
     text = "\n".join(cell.source for cell in release.cells)
-    for marker in ("HIDDEN TESTS", BEGIN, END, "{solution-start}"):
+    for marker in ("HIDDEN TESTS", BEGIN, END):
         assert marker not in text, f"{marker!r} left in the release"
 
 

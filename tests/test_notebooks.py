@@ -11,9 +11,11 @@ from unittest import mock
 import nbformat
 import pytest
 
+from tools.book.execute_notebooks import drop_progress_bars, is_progress_bar
+from tools.book.references import cited_keys, load_works, update
+from tools.book.set_repository import TAGS, repository_url, setup_cell
+
 ROOT = Path(__file__).resolve().parents[1]
-from tools.book.execute_notebooks import drop_progress_bars, is_progress_bar  # noqa: E402
-from tools.book.set_repository import TAGS, repository_url, setup_cell  # noqa: E402
 
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
 KNOWN_TAGS = {"nbval-ignore-output", "nbval-check-output", "nbval-skip", "raises-exception",
@@ -84,27 +86,38 @@ def test_setup_cell_and_repository_setting(path):
     assert not setup.get("outputs"), "the setup cell prints nothing outside Colab"
 
 
+EXERCISE = re.compile(r"^### (?:Exercise (\d+\.\d+\.\d+)|Lab exercise (\d+)): \S", re.M)
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_exercises_have_solutions_and_self_checks(path):
+def test_exercises_have_titles_folded_solutions_and_self_checks(path):
+    """An exercise is a numbered heading with its task (markdown that every client renders),
+    its solution code cell, folded in every client (hide-input: the book; source_hidden:
+    JupyterLab and VS Code; cellView form: Colab), and the self-check cell after it."""
     nb = read(path)
-    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     section = re.match(r"(\d+)_(\d+)_", path.name)
-    numbered = re.findall(r"```\{exercise\} (\S+) [^\n]*\n:label: (\S+)\n:nonumber:", text)
-    exercises = [label for _, label in numbered]
+    titled = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and EXERCISE.search(c.source)]
+    numbers = [m.group(1) or m.group(2) for i in titled for m in EXERCISE.finditer(nb.cells[i].source)]
     if section:                       # 12.2.1, 12.2.2, ...: numbered within the section
-        expected = [f"{section[1]}.{section[2]}.{i}" for i in range(1, len(numbered) + 1)]
-        assert [n for n, _ in numbered] == expected
-    solutions = re.findall(r"```\{solution-start\} (\S+)", text)
-    assert 2 <= len(exercises) <= 5 and sorted(exercises) == sorted(solutions)
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type == "code" and "### BEGIN SOLUTION" in cell.source:
-            assert "### END SOLUTION" in cell.source
-            assert cell.metadata.get("nbgrader", {}).get("solution") is True, f"cell {i}: nbgrader metadata"
-            following = [c for c in nb.cells[i + 1:] if c.cell_type == "code"][0]
-            assert "checks." in following.source, f"cell {i}: no self-check after the solution"
+        assert numbers == [f"{section[1]}.{section[2]}.{i}" for i in range(1, len(numbers) + 1)]
+    else:
+        assert numbers == [str(i) for i in range(1, len(numbers) + 1)]
+    solutions = [i for i, c in enumerate(nb.cells)
+                 if c.cell_type == "code" and "### BEGIN SOLUTION" in c.source]
+    assert 2 <= len(numbers) <= 5 and len(solutions) == len(numbers), (numbers, solutions)
+    for title, i in zip(titled, solutions):
+        assert title < i and not any(c.cell_type == "code" for c in nb.cells[title + 1:i]), \
+            f"cell {i}: the solution must follow its exercise's title (cell {title})"
+        cell = nb.cells[i]
+        assert "### END SOLUTION" in cell.source
+        assert cell.metadata.get("nbgrader", {}).get("solution") is True, f"cell {i}: nbgrader metadata"
+        assert "hide-input" in cell.metadata.get("tags", []) and cell.metadata.get("cellView") == "form" \
+            and cell.metadata.get("jupyter", {}).get("source_hidden") is True, f"cell {i}: fold the solution"
+        following = [c for c in nb.cells[i + 1:] if c.cell_type == "code"][0]
+        assert "checks." in following.source, f"cell {i}: no self-check after the solution"
+    for cell in nb.cells:
         if cell.cell_type == "markdown":
             assert "BEGIN SOLUTION" not in cell.source, "nbgrader markers belong in code cells"
-    assert "{bibliography}" in text
 
 
 def run_setup_cell(source, *, installed, colab):
@@ -132,19 +145,31 @@ def test_setup_cell_installs_on_colab_and_does_nothing_locally():
         run_setup_cell(source, installed=False, colab=False)
 
 
-@pytest.mark.parametrize("path", [*NOTEBOOKS, ROOT / "intro.md"], ids=lambda p: p.stem)
-def test_citations_use_the_pages_own_key_prefix_and_exist(path):
-    """Each page has its own bibliography; sphinxcontrib-bibtex needs a key prefix per
-    page (:keyprefix:) to list the same work on several pages."""
-    if path.suffix == ".ipynb":
-        text = "\n".join(c.source for c in read(path).cells if c.cell_type == "markdown")
-    else:
-        text = path.read_text()
-    prefixes = re.findall(r":keyprefix: (\S+)", text)
-    assert len(prefixes) == 1, "one bibliography with a :keyprefix: per page"
-    bib = set(re.findall(r"@\w+\{([^,]+),", (ROOT / "references.bib").read_text()))
-    keys = [k.strip() for group in re.findall(r"\{cite:\w+\}`([^`]+)`", text) for k in group.split(",")]
-    assert keys, "cite at least one reference"
-    for key in keys:
-        assert key.startswith(prefixes[0]), f"{key} lacks the page's prefix {prefixes[0]}"
-        assert key[len(prefixes[0]):] in bib, f"{key} is not in references.bib"
+def test_citations_and_reference_lists_follow_references_bib():
+    """Every citation is an author-year link to the notebook's own reference list, which lists
+    exactly the works it cites, from references.bib (tools/book/references.py keeps them)."""
+    works = load_works()
+    for path in NOTEBOOKS:
+        nb = read(path)
+        keys = cited_keys(nb)
+        assert keys, f"{path.name}: cite at least one reference"
+        assert not update(nb, works, path.name), f"{path.name}: run python -m tools.book.references"
+
+
+def test_reference_tool_writes_citations_and_the_list():
+    works = load_works()
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell('As attention does (<a href="#ref-vaswani2017attention">x</a>); '
+                                      '<a href="#ref-nie2023patchtst">Nie (2023)</a> patch.'),
+        nbformat.v4.new_code_cell("record_run(RUN)")])
+    assert update(nb, works)
+    assert '(<a href="#ref-vaswani2017attention">Vaswani et al., 2017</a>)' in nb.cells[0].source
+    assert '<a href="#ref-nie2023patchtst">Nie et al. (2023)</a> patch' in nb.cells[0].source
+    listing = nb.cells[1].source
+    assert listing.startswith("## References") and nb.cells[2].cell_type == "code"
+    assert listing.index('id="ref-nie2023patchtst"') < listing.index('id="ref-vaswani2017attention"')
+    assert "Attention Is All You Need" in listing and "https://arxiv.org/abs/1706.03762" in listing
+    assert not update(nb, works)                                     # in step now
+    nb.cells[0].source += ' <a href="#ref-nosuchwork2099">?</a>'
+    with pytest.raises(KeyError, match="nosuchwork2099.*references.bib"):
+        update(nb, works)

@@ -13,6 +13,7 @@ from tools.book.make_student import BEGIN, END, strip_solution_code, student_ver
 ROOT = Path(__file__).resolve().parents[1]
 
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
+EXERCISE = re.compile(r"^### (?:Exercise )?(12\.\d\.\d|Lab exercise \d):", re.M)   # 12.1.1, Lab exercise 1
 
 
 def solution_lines(nb):
@@ -48,7 +49,7 @@ def test_student_version_has_no_solution_code(path, student_dir):
     book = nbformat.read(path, as_version=4)
     student = nbformat.read(student_dir / path.name, as_version=4)
     text = student_text(student)
-    for marker in (BEGIN, END, "{solution-start}", "{solution-end}"):
+    for marker in (BEGIN, END):
         assert marker not in text, f"{path.name}: {marker!r} left in the student version"
     leaked = [line for line in solution_lines(book) if line in text]
     assert not leaked, f"{path.name}: solution lines left: {leaked}"
@@ -57,7 +58,12 @@ def test_student_version_has_no_solution_code(path, student_dir):
              and c.metadata.get("nbgrader", {}).get("solution")]
     assert len(stubs) == len(exercises) >= 2, \
         f"{path.name}: {len(stubs)} stubs for {len(exercises)} exercises"
-    assert text.count("```{exercise}") == student_text(book).count("```{exercise}")
+    assert EXERCISE.findall(text) == EXERCISE.findall(student_text(book))
+    for cell in student.cells:
+        if cell.metadata.get("nbgrader", {}).get("solution"):
+            assert "hide-input" not in cell.metadata.get("tags", []) and "cellView" not in cell.metadata \
+                and not cell.metadata.get("jupyter", {}).get("source_hidden"), \
+                f"{path.name}: a student's answer cell is folded"
     assert all(not c.get("outputs") for c in student.cells if c.cell_type == "code")
 
 
@@ -74,7 +80,7 @@ def test_instructor_page_lists_every_exercise_and_function():
     page = (ROOT / "instructor.md").read_text()
     for path in NOTEBOOKS:
         text = student_text(nbformat.read(path, as_version=4))
-        numbers = re.findall(r"```\{exercise\} (12\.\d\.\d|Lab step \d)", text)
+        numbers = EXERCISE.findall(text)
         assert numbers, path.name
         for number in numbers:
             assert number.lower() in page.lower(), f"instructor.md does not list {number}"

@@ -4,9 +4,11 @@
     python -m tools.book.make_student --out /tmp/hw chapters/12_1_self_attention.ipynb
 
 In each exercise's code cell the lines between ``### BEGIN SOLUTION`` and
-``### END SOLUTION`` become ``raise NotImplementedError`` (the nbgrader convention),
-the solution dropdown around the cell is removed, and outputs are cleared. The cell
-keeps its nbgrader metadata, so the student version also works as an nbgrader source.
+``### END SOLUTION`` become ``raise NotImplementedError`` (the nbgrader convention), the
+cell is unfolded (the book folds its solutions: tag ``hide-input`` for the HTML book,
+``jupyter.source_hidden`` for JupyterLab and VS Code, ``cellView: form`` for Colab), and
+outputs are cleared. The cell keeps its nbgrader metadata, so the student version also
+works as an nbgrader source.
 An unanswered exercise raises only when its function is called: its self-check then
 says "not answered yet", and cells that build on it use the book's reference version,
 so a student notebook runs top to bottom.
@@ -14,7 +16,6 @@ so a student notebook runs top to bottom.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -22,7 +23,6 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parents[2]
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
-DROPDOWN = re.compile(r"\n*```\{solution-(?:start|end)\}[^\n]*\n(?::[^\n]*\n)*```[ \t]*\n?")
 STUB = "# YOUR CODE HERE\nraise NotImplementedError"
 
 
@@ -48,27 +48,47 @@ def strip_solution_code(source: str, where: str) -> str:
     return "\n".join(out)
 
 
+FOLDED = "hide-input"
+
+
+def fold(cell) -> None:
+    """Fold a solution cell in every client: the book (tag hide-input), JupyterLab and VS Code
+    (``jupyter.source_hidden``), Colab (``cellView: form``: the code hidden, a Show code link)."""
+    cell.metadata["tags"] = [*[t for t in cell.metadata.get("tags", []) if t != FOLDED], FOLDED]
+    cell.metadata["jupyter"] = {**cell.metadata.get("jupyter", {}), "source_hidden": True}
+    cell.metadata["cellView"] = "form"
+
+
+def unfold(cell) -> None:
+    """Undo `fold`: the student sees the stub where the answer goes."""
+    tags = [t for t in cell.metadata.get("tags", []) if t != FOLDED]
+    if tags:
+        cell.metadata["tags"] = tags
+    else:
+        cell.metadata.pop("tags", None)
+    cell.metadata.get("jupyter", {}).pop("source_hidden", None)
+    if not cell.metadata.get("jupyter", True):
+        cell.metadata.pop("jupyter")
+    cell.metadata.pop("cellView", None)
+
+
 def student_version(nb, name: str = "notebook", *, keep_solution_code: bool = False):
     """A copy of ``nb`` without solutions, outputs or widget state.
 
-    With ``keep_solution_code`` the code between the markers stays (only the dropdowns
-    go): the source version of an nbgrader assignment, where nbgrader removes it.
+    With ``keep_solution_code`` the code between the markers stays (the cell is unfolded
+    all the same): the source version of an nbgrader assignment, where nbgrader removes it.
     """
     nb = nbformat.from_dict(nb)
     cells = []
     for index, cell in enumerate(nb.cells):
         where = f"{name}, cell {index}"
         if cell.cell_type == "code":
-            if BEGIN in cell.source and not keep_solution_code:
-                cell.source = strip_solution_code(cell.source, where)
+            if BEGIN in cell.source:
+                if not keep_solution_code:
+                    cell.source = strip_solution_code(cell.source, where)
+                unfold(cell)
             cell.outputs, cell.execution_count = [], None
             cell.metadata.pop("execution", None)
-        elif cell.cell_type == "markdown" and "{solution-" in cell.source:
-            cell.source = DROPDOWN.sub("\n", cell.source).strip()
-            if "{solution" in cell.source:
-                raise ValueError(f"{where}: a solution block this tool does not recognise")
-            if not cell.source:
-                continue                                   # the dropdown's closing cell
         cells.append(cell)
     nb.cells = cells
     nb.metadata.pop("widgets", None)
