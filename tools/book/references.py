@@ -77,7 +77,8 @@ def _initials(person) -> str:
 def _link(fields) -> tuple[str | None, str | None]:
     if "doi" in fields:
         return f"https://doi.org/{fields['doi']}", f"doi:{fields['doi']}"
-    arxiv = re.search(r"arXiv:\s*([0-9]{4}\.[0-9]{4,5})", fields.get("note", ""))
+    text = " ".join(fields.get(name, "") for name in ("note", "journal", "eprint"))
+    arxiv = re.search(r"(?:arXiv:\s*)?\b([0-9]{4}\.[0-9]{4,5})\b", text)
     if arxiv:
         return f"https://arxiv.org/abs/{arxiv.group(1)}", f"arXiv:{arxiv.group(1)}"
     if "url" in fields:
