@@ -40,23 +40,74 @@ def test_smoke_trains_less_and_sweeps_less_within_the_cpu_lengths():
 
 
 def test_gpu_sweeps_reach_the_out_of_memory_wall():
-    """On the largest single GPU (141 GB), the gpu profile's naive sweeps end in OOM:
-    the forward holds 2 float32 L x L matrices (causal: 3); a training step of the lab's
-    2-layer encoder of 8 x 4 heads holds (layers + 2) of its score matrices in bfloat16 (the
-    model the lab's Step 4 measures on a CPU). Models, not measurements."""
-    gpu, big = profile.PRESETS["gpu"], 141e9
-    assert gpu["wall_budget"] is None and gpu["lab_budget"] is None
-    assert 2 * 4 * max(gpu["wall_lengths"]) ** 2 > big
-    assert 3 * 4 * max(gpu["final_lengths"]) ** 2 > big
-    assert (2 + 2) * 8 * 4 * 2 * max(gpu["lab_tokens"]) ** 2 > big
-    assert 2 * 4 * min(gpu["wall_lengths"]) ** 2 < 1e9       # and start well inside memory
+    """PRESETS["gpu"] is the gpu profile sized for the reference card (an 80 GB A100): its
+    naive wall ends in OOM past the card (2 float32 L x L matrices, causal 2 + 2 bytes per
+    score in bfloat16 for the last step), and starts well inside memory; the lab's token sweep
+    skips naive points over a budget below the card (tests/test_gpu_profile.py: every card).
+    Models, not measurements."""
+    gpu, card = profile.PRESETS["gpu"], profile.CARDS["A100-80GB"]
+    assert gpu["wall_budget"] is None
+    assert 2 * 4 * max(gpu["wall_lengths"]) ** 2 > card.total_bytes
+    assert (2 * 2 + 2) * max(gpu["final_lengths"]) ** 2 > card.total_bytes
+    assert 2 * 4 * min(gpu["wall_lengths"]) ** 2 < 1e9
+    assert 0 < gpu["lab_budget"] < card.total_bytes
+    assert (2 + 2) * 8 * 4 * 2 * max(gpu["lab_tokens"]) ** 2 > gpu["lab_budget"]
 
 
-def test_sweeps_run_in_bfloat16_only_on_the_gpu():
-    """Flash SDPA takes only half precision: the gpu profile's sweeps are bfloat16, the CPU's
-    float32 (bfloat16 matmuls are slow on most CPUs)."""
+def test_sweeps_run_in_bfloat16_only_on_a_gpu_that_has_it():
+    """Flash SDPA takes only half precision: the reference card's sweeps are bfloat16 (a T4's
+    float16: tests/test_gpu_profile.py), the CPU's float32 (bfloat16 matmuls are slow on most
+    CPUs)."""
     assert profile.PRESETS["gpu"]["sweep_dtype"] is torch.bfloat16
+    assert profile.PRESETS["gpu"]["fused_backend"] == "flash"
     assert profile.PRESETS["cpu"]["sweep_dtype"] is profile.PRESETS["smoke"]["sweep_dtype"] is torch.float32
+
+
+def test_the_cpu_profiles_fused_backend_is_the_one_sdpa_runs_there():
+    """The fused sweeps' inputs on a CPU: 4 heads of 64, float32, causal."""
+    from labsupport.timing import attention_inputs, sdpa_backend_used
+    q, k, v = attention_inputs(256, heads=4)
+    assert sdpa_backend_used(q, k, v, is_causal=True) == profile.PRESETS["cpu"]["fused_backend"]
+    assert profile.PRESETS["smoke"]["fused_backend"] == profile.PRESETS["cpu"]["fused_backend"]
+
+
+# the cpu and smoke profiles as the notebooks' committed outputs were made with them
+CPU_SIZES = dict(
+    bottleneck_steps=300, bill_lengths=(1024, 2048, 4096, 8192), heads_epochs=15, heads_seeds=2,
+    deep_steps=120, forecaster_train_stride=1, forecaster_max_epochs=4, forecaster_seeds=2,
+    encoding_train_stride=2, encoding_width=32, encoding_lr=3e-3, sweep_dtype=torch.float32,
+    encoding_max_epochs=3, encoding_seeds=2, wall_lengths=(512, 1024, 2048, 4096, 8192, 16384),
+    wall_budget=1.2e9, fused_lengths=(1024, 2048, 4096, 8192), final_lengths=(4096, 8192, 16384),
+    flash_block=256, context_days=(1, 7, 14, 28), context_epochs=5, context_stride=8,
+    context_train_stride=2, context_max_epochs=6, context_seeds=2,
+    segment_totals=(512, 1024, 2048, 4096), backward_lengths=(1024, 2048, 4096),
+    lab_tokens=(64, 128, 256, 512, 1024, 2048), lab_budget=1.5e9, lab_train_stride=1,
+    lab_max_epochs=4, lab_seeds=3, lab_rnn_seeds=1, lab_linear_seeds=2, lab_gru_hidden=32,
+    lab_tcn_hidden=16, lab_xl_stride=4, lab_xl_epochs=6, lab_xl_memories=(0, 6, 12),
+    efficient_lengths=(256, 512, 1024, 2048, 4096), efficient_flash_lengths=(256, 512, 1024, 2048),
+    efficient_budget=200e6, performer_features=(16, 32, 64, 128, 256, 512, 1024), efficient_width=32,
+    efficient_train_stride=2, efficient_max_epochs=4, efficient_full_seeds=3,
+    efficient_noncausal_seeds=2, efficient_kernel_seeds=1, stream_steps=150,
+    stream_lengths=(1000, 2000, 4000))
+SMOKE_CHANGES = dict(
+    bottleneck_steps=30, deep_steps=10, encoding_train_stride=16, context_epochs=1, context_stride=32,
+    lab_max_epochs=1, lab_train_stride=16, lab_seeds=1, lab_linear_seeds=1, lab_xl_stride=16,
+    lab_xl_epochs=1, lab_xl_memories=(0, 12), forecaster_max_epochs=2, forecaster_train_stride=16,
+    forecaster_seeds=1, heads_epochs=1, heads_seeds=1, encoding_max_epochs=1, encoding_seeds=1,
+    context_train_stride=32, context_max_epochs=2, context_seeds=1, efficient_train_stride=16,
+    efficient_max_epochs=2, efficient_full_seeds=1, efficient_noncausal_seeds=1,
+    stream_lengths=(256, 512, 1024), stream_steps=10, bill_lengths=(2048, 4096, 8192),
+    wall_lengths=(512, 1024, 2048), fused_lengths=(1024, 2048, 4096), final_lengths=(1024, 2048, 4096),
+    segment_totals=(512, 1024, 2048), backward_lengths=(256, 512, 1024), lab_tokens=(64, 128, 256),
+    efficient_lengths=(256, 512, 1024), efficient_flash_lengths=(256, 512, 1024))
+
+
+def test_the_cpu_and_smoke_profiles_keep_their_sizes():
+    """The committed outputs depend on them; only the new fused_backend was added."""
+    cpu, smoke = dict(profile.PRESETS["cpu"]), dict(profile.PRESETS["smoke"])
+    assert cpu.pop("fused_backend") == smoke.pop("fused_backend") == "flash"
+    assert cpu == CPU_SIZES
+    assert smoke == {**CPU_SIZES, **SMOKE_CHANGES}
 
 
 def test_the_lab_compares_on_every_window_with_enough_seeds():
