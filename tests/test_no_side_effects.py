@@ -34,7 +34,7 @@ from labsupport import train as Tr
 from labsupport import validation as V
 
 MODULES = ["attention", "layers", "positional", "memory", "models", "data", "train", "timing", "plots",
-           "widgets", "profile", "report", "validation", "compare", "devices"]
+           "widgets", "profile", "report", "validation", "compare", "devices", "randomstate"]
 
 EXEMPT = {
     # records and exceptions: no behaviour to test
@@ -48,7 +48,7 @@ EXEMPT = {
     "positional.AttentionPosition": "an abstract base; its subclasses are measured",
     # a documented job that is a side effect
     "attention.attention_kernel": "declares a spec: setting .spec on the kernel it decorates is its job",
-    "train.set_seed": "seeding the global generators is its documented job",
+    "randomstate.set_seed": "seeding the global generators is its documented job",
     "plots.use_book_style": "setting matplotlib's rcParams is its documented job",
     # covered elsewhere
     "widgets.encoding_explorer": "interactive: draws with encoding_figure, measured here",
@@ -196,6 +196,12 @@ CASES = {   # name: () -> (callable, args, kwargs)
                               (t(10, 12, 1, seed=2), t(10, 3, 1, seed=3))),
     "train.predict": lambda: case(Tr.predict, _small_patch_model(), t(5, 12, 1), batch_size=2),
     "train.evaluate": lambda: case(Tr.evaluate, _small_patch_model(), (t(5, 12, 1), t(5, 3, 1, seed=1))),
+    "train.window_errors": lambda: case(Tr.window_errors, _small_patch_model(), (t(5, 12, 1), t(5, 3, 1, seed=1)),
+                                        scaler=D.Standardizer().fit(np.arange(8.0).reshape(4, 2)), channels=[1]),
+    "train.check_fit_options": lambda: case(Tr.check_fit_options, epochs=3, lr=0.1, clip=None,
+                                            schedule=C.warmup_cosine(3)),
+    "train.check_batch_size": lambda: case(Tr.check_batch_size, np.int64(8)),
+    "randomstate.kept_random_state": lambda: case(_seeds_inside_a_kept_state),
     # timing
     "timing.sdpa_backend_used": lambda: case(T.sdpa_backend_used, *qkv()),
     "timing.time_call": lambda: case(T.time_call, A.naive_attention, *qkv(), reps=2),
@@ -297,6 +303,14 @@ CASES.update({
     "compare.warmup_cosine": lambda: case(C.warmup_cosine, 4, warmup=1),
     "compare.Trainable": lambda: case(C.Trainable, lambda revin: None, seeds=[0, 2], lr=0.1),
 })
+
+
+def _seeds_inside_a_kept_state():
+    """Seeding and drawing inside `kept_random_state` leave the caller's streams as they were."""
+    from labsupport.randomstate import kept_random_state, set_seed
+    with kept_random_state():
+        set_seed(11)
+        return torch.rand(2), np.random.rand(2), random.random()
 
 
 def _small_patch_model():
