@@ -30,10 +30,16 @@ from .randomstate import set_seed as set_seed  # lives in randomstate; notebooks
 
 # --- the options' ranges -------------------------------------------------------------------------
 
-def _check_count(name: str, value, *, least: int, what: str, why: str = "", optional: bool = False):
+def check_count(name: str, value, *, least: int, what: str, why: str = "", optional: bool = False):
     """``value`` as an int if it is an integer >= ``least`` (never a bool, nor a float such
     as 3.0), or None when ``optional``; else raise naming ``name``, ``what`` it is and the
-    fix. ``why`` says what a value below ``least`` would do."""
+    fix. ``why`` says what a value below ``least`` would do.
+
+    >>> check_count("epochs", 3.0, least=1, what="the epoch budget")
+    Traceback (most recent call last):
+    ...
+    ValueError: epochs must be an int >= 1 (the epoch budget), got the float 3.0; pass epochs=3
+    """
     if value is None and optional:
         return None
     expected = f"{name} must be {'None or ' if optional else ''}an int >= {least} ({what})"
@@ -68,14 +74,14 @@ def _check_real(name: str, value, *, what: str, fix: str, positive: bool, option
 
 def check_batch_size(value) -> int:
     """``value`` as an int if it is a batch size (an int >= 1), else raise naming it."""
-    return _check_count("batch_size", value, least=1, what="windows per batch")
+    return check_count("batch_size", value, least=1, what="windows per batch")
 
 
 _FIT_CHECKS = {   # fit's keyword options -> the check of one value
-    "epochs": lambda v: _check_count("epochs", v, least=1, what="the epoch budget"),
+    "epochs": lambda v: check_count("epochs", v, least=1, what="the epoch budget"),
     "lr": lambda v: _check_real("lr", v, positive=True, what="Adam's learning rate", fix="pass e.g. lr=1e-3"),
     "batch_size": check_batch_size,
-    "patience": lambda v: _check_count(
+    "patience": lambda v: check_count(
         "patience", v, least=1, what="epochs without a better validation loss before stopping",
         why="patience=0 would stop after one epoch and call it converged; pass e.g. patience=3, or "
             "patience=epochs for a fixed budget"),
@@ -86,7 +92,7 @@ _FIT_CHECKS = {   # fit's keyword options -> the check of one value
         fix="a negative clip would ascend the gradient and 0 would freeze training: pass e.g. clip=1.0, "
             "or clip=None for no clipping"),
     "device": lambda v: v,                               # pick_device names a bad one
-    "seed": lambda v: _check_count("seed", v, least=0, optional=True,
+    "seed": lambda v: check_count("seed", v, least=0, optional=True,
                                    what="the seed of batch order and dropout"),
     "max_seconds": lambda v: _check_real(
         "max_seconds", v, positive=True, optional=True, what="a time budget in seconds",
@@ -156,6 +162,14 @@ def _check_pair(name: str, pair):
     if _count(inputs) != len(targets) or len(targets) == 0:
         raise ValueError(f"{name}: {_count(inputs)} inputs and {len(targets)} targets; "
                          "expected the same, non-zero number of windows")
+    return inputs, targets
+
+
+def check_windows(name: str, pair) -> tuple:
+    """``(inputs, targets)`` if ``pair`` holds tensors with as many windows each, all finite;
+    else raise naming ``name`` (e.g. "test") and the first window that holds NaN or inf."""
+    inputs, targets = _check_pair(name, pair)
+    _check_finite(name, inputs, targets)
     return inputs, targets
 
 
@@ -374,10 +388,8 @@ def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, bat
     check_fit_options(epochs=epochs, lr=lr, batch_size=batch_size, patience=patience,
                       weight_decay=weight_decay, clip=clip, seed=seed, max_seconds=max_seconds,
                       progress=progress, desc=desc, schedule=schedule)
-    x_train, y_train = _check_pair("train", train)
-    x_val, y_val = _check_pair("val", val)
-    _check_finite("train", x_train, y_train)
-    _check_finite("val", x_val, y_val)
+    x_train, y_train = check_windows("train", train)
+    x_val, y_val = check_windows("val", val)
     if y_val.shape[1:] != y_train.shape[1:]:
         raise ValueError(f"val targets are (N, {', '.join(map(str, y_val.shape[1:]))}) but train targets "
                          f"(N, {', '.join(map(str, y_train.shape[1:]))}); make both with the same horizon "
