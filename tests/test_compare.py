@@ -263,8 +263,8 @@ def test_table_rows_legend_and_the_paired_column(capsys):
     assert "converged 2/2" in rows["B"] and "0.110 (0.100-0.120)" in rows["A"]
     legend = " ".join(line.strip() for line in lines[4:])
     for phrase in ("min-max over seeds", "95% interval", "Diebold-Mariano", "not settled",
-                   "40 test windows", "2 overlapping", "instance normalisation", "standardised series",
-                   f"vs reference ({RIDGE})"):
+                   "40 test windows", "overlap the next 1's, h = 2", "instance normalisation",
+                   "standardised series", f"vs reference ({RIDGE})"):
         assert phrase in legend
     assert all(len(line) <= 100 for line in lines[4:])
     t.table(reference="B")
@@ -495,19 +495,27 @@ def test_a_nan_forecast_on_some_test_windows_fails_the_model():
     assert {r["model"]: r["failure"] for r in result.rows()}["holes"] == result.failure("holes")
 
 
-def test_stop_ends_the_comparison_with_what_finished_and_the_baselines():
-    calls = [0]                                       # the builds
+def stopping_at(build_number):
+    """DLinear's build, pressing Stop (KeyboardInterrupt) at its ``build_number``-th call."""
+    calls = [0]
 
-    def stopped(revin):
+    def build(revin):
         calls[0] += 1
-        if calls[0] == 4:                             # the check, seeds 0 and 1, then Stop at seed 2
+        if calls[0] == build_number:
             raise KeyboardInterrupt
         return dlinear(revin)
+    return build
 
-    result = compare(small_task(), {"A": Trainable(stopped), "B": Trainable(dlinear)}, revin=True,
+
+def test_stop_ends_the_comparison_with_what_finished_and_the_baselines():
+    # build 1: the check before training; 2 and 3: seeds 0 and 1; Stop at seed 2
+    result = compare(small_task(), {"A": Trainable(stopping_at(4)), "B": Trainable(dlinear)}, revin=True,
                      seeds=3, progress=False, **FIT)
     assert result.interrupted and list(result.entries) == ["A", RIDGE, NAIVE]
     assert result["A"].seeds == [0, 1] and result["A"].failures == []
+    first_run = compare(small_task(), {"A": Trainable(dlinear, seeds=1), "B": Trainable(stopping_at(2))},
+                        revin=True, seeds=3, progress=False, **FIT)  # Stop in B's first run: no row for B
+    assert first_run.interrupted and list(first_run.entries) == ["A", RIDGE, NAIVE]
 
 
 def test_stop_inside_fit_keeps_the_run_and_ends_the_comparison(monkeypatch):
@@ -584,6 +592,11 @@ def test_other_setups_are_refused_before_any_training(monkeypatch):
     with pytest.raises(ValueError, match=r"test targets hold NaN or inf values in 1 window\(s\), first in "
                                          r"window 4"):
         compare(bad_test, {"A": Trainable(dlinear)}, revin=True, progress=False, **FIT)
+    two = {part: (getattr(task, part)[0], getattr(task, part)[1].expand(-1, -1, 2))
+           for part in ("train", "val", "test")}                           # targets of two channels
+    with pytest.raises(ValueError, match=r"task.scaler cannot map the targets' 2 channel\(s\) back to MW "
+                                         r"\(index 1 is out of bounds.*or pass unit=None"):
+        compare(dataclasses.replace(task, **two), {"A": Trainable(dlinear)}, revin=True, progress=False)
     assert calls == []
 
 
@@ -591,6 +604,7 @@ def test_other_setups_are_refused_before_any_training(monkeypatch):
     (dict(revin="yes"), TypeError, r"revin must be True or False .*got 'yes'"),
     (dict(models={"M": dlinear}), TypeError, r"models must be a dict of name -> Trainable"),
     (dict(models={RIDGE: Trainable(dlinear)}), ValueError, r"names \['ridge \(closed form\)'\] are taken"),
+    (dict(models={3: Trainable(dlinear)}), TypeError, r"each name a non-empty str"),
     (dict(naive_period=336), ValueError, r"needs 336 steps of history, but the windows hold 192.*"
                                          r"naive_period=None"),
     (dict(naive_period=0), ValueError, r"naive_period must be None or an int >= 1 .*got 0"),

@@ -121,6 +121,8 @@ def _legend(comparison, metric, reference) -> list:
     """The lines under the table: what the numbers mean, which windows, which normalisation."""
     tr, va, te = (comparison.windows[k] for k in ("train", "val", "test"))
     h = comparison.overlap
+    overlap = ("test targets do not overlap, h = 1" if h == 1
+               else f"each test window's targets overlap the next {h - 1}'s, h = {h}")
     norm = ("instance normalisation (RevIN) on for every trained model and the ridge"
             if comparison.revin else "no instance normalisation for any model (revin=False)")
     unit = "" if comparison.unit is None else f"; MAE ({comparison.unit}) in the series' unit"
@@ -131,8 +133,7 @@ def _legend(comparison, metric, reference) -> list:
         lines.append(f"vs reference ({reference}): the row's per-window {comparison.label(metric)} (mean "
                      f"over seeds) minus the reference's, averaged over the {te} test windows, with its 95% "
                      "interval (Diebold-Mariano test, Newey-West variance, Harvey-Leybourne-Newbold "
-                     f"correction; {h} overlapping window{'s' if h > 1 else ''} per forecast); negative: "
-                     "lower error than the reference.")
+                     f"correction; {overlap}); negative: lower error than the reference.")
     lines += ["'A beats B' needs both: a gap of means beyond the larger seed spread, and a paired "
               "interval that excludes 0. A model whose runs stopped at their epoch or time budget "
               "(or Stop) is not settled: a ranking it loses could reverse with more training.",

@@ -160,8 +160,10 @@ def _check_task(task) -> int:
 def _check_arguments(models, revin, naive_period, unit, progress, lookback) -> None:
     if not isinstance(revin, bool):
         raise TypeError(f"revin must be True or False (one setting for every model), got {revin!r}")
-    if not isinstance(models, dict) or not all(isinstance(m, Trainable) for m in models.values()):
-        raise TypeError("models must be a dict of name -> Trainable(build, seeds=..., **fit_options)")
+    if (not isinstance(models, dict) or not all(isinstance(m, Trainable) for m in models.values())
+            or not all(isinstance(name, str) and name for name in models)):
+        raise TypeError("models must be a dict of name -> Trainable(build, seeds=..., **fit_options), "
+                        f"each name a non-empty str, got {models!r:.80}")
     clash = {NAIVE, RIDGE} & set(models)
     if clash:
         raise ValueError(f"model names {sorted(clash)} are taken by the baselines; rename them")
@@ -177,6 +179,19 @@ def _check_arguments(models, revin, naive_period, unit, progress, lookback) -> N
         raise TypeError(f"unit must be None or a str such as 'MW', got {type(unit).__name__} {unit!r}")
     if not isinstance(progress, bool):
         raise TypeError(f"progress must be True or False, got {type(progress).__name__} {progress!r}")
+
+
+def _check_scaler(task, unit) -> None:
+    """The MAE in the series' unit needs a scaler that maps every target channel back."""
+    if unit is None:
+        return
+    channels = list(range(task.test[1].shape[-1]))
+    try:
+        task.scaler.inverse_transform(task.test[1][:1], channels)
+    except (IndexError, ValueError, RuntimeError) as err:
+        raise ValueError(f"task.scaler cannot map the targets' {len(channels)} channel(s) back to {unit} "
+                         f"({err}); fit it on the target channels, or pass unit=None for a series "
+                         "without a unit") from err
 
 
 def _merged_options(name: str, compare_options: dict, spec: Trainable) -> dict:
@@ -271,17 +286,18 @@ def _run_all(jobs, models, options, params, task, revin, device, score, progress
     try:
         for name, seed in bar:
             bar.set_postfix_str(f"{name}, seed {seed}")
-            entry = entries.setdefault(name, Entry(name, True, params[name]))
             try:
                 model, history = _train_one(name, models[name], seed, task, revin, device, options[name])
                 if not history.val_loss:                # Stop before its first epoch ended
                     return entries, True
                 metrics, losses = score(model)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt:                   # a run Stop cut short is not recorded
                 return entries, True
             except Exception as err:                    # recorded, never ranked; the others go on
+                entry = entries.setdefault(name, Entry(name, True, params[name]))
                 entry.failures.append(RunFailure.of(seed, err))
                 continue
+            entry = entries.setdefault(name, Entry(name, True, params[name]))
             _add_run(entry, seed, model, history, metrics, losses)
             if history.stop_reason == "interrupted":    # Stop pressed inside fit: this run is kept
                 return entries, True
@@ -374,6 +390,7 @@ def _compare(task, models, revin, seeds, naive_period, device, unit, progress, f
     default_seeds = _seed_list(seeds)
     options = {name: _merged_options(name, fit_options, spec) for name, spec in models.items()}
     device = pick_device(device)
+    _check_scaler(task, unit)
     params = {name: _check_model(name, spec, (spec.seeds or default_seeds)[0], task, revin, device)
               for name, spec in models.items()}
     channels = list(range(task.train[1].shape[-1]))

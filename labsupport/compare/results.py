@@ -115,6 +115,7 @@ class Entry:
         return len(self.metrics) + len(self.failures)
 
     def values(self, metric: str = "mse") -> list:
+        """``metric`` of each successful run."""
         check_metric(metric)
         return [getattr(m, metric) for m in self.metrics]
 
@@ -156,35 +157,43 @@ class Entry:
 
     def _non_finite_windows(self) -> str | None:
         """'NaN forecast on 3 of 183 test windows' when any run's window losses are not finite."""
-        runs = [torch.stack([w[k] for k in METRICS if k in w]) for w in self.window_losses]  # (metrics, n)
-        bad_runs = [run for run in runs if not torch.isfinite(run).all()]
-        if not bad_runs:
+        runs = [torch.stack([w[k] for k in METRICS if k in w]) for w in self.window_losses if w]
+        bad = [~torch.isfinite(run).all(dim=0) for run in runs]           # (metrics, n) -> (n,) per run
+        bad = [windows for windows in bad if windows.any()]
+        if not bad:
             return None
-        n = runs[0].shape[1]
-        windows = torch.stack([~torch.isfinite(run).all(dim=0) for run in bad_runs]).any(dim=0)   # (n,)
-        absolute = [w[k] for w in self.window_losses for k in ("mae", "mae_orig") if k in w]
-        errors = torch.stack(absolute) if absolute else torch.zeros(1)      # |forecast - target|
-        nan, inf = bool(errors.isnan().any()), bool(errors.isinf().any())
-        kind = ("NaN or infinite forecast" if nan and inf else "NaN forecast" if nan
-                else "infinite forecast" if inf else f"non-finite {self._first_non_finite_metric()}")
-        runs_note = f" in {len(bad_runs)} of {len(runs)} runs" if len(bad_runs) < len(runs) else ""
-        return f"{kind} on {int(windows.sum())} of {n} test windows{runs_note}"
+        windows = torch.stack(bad).any(dim=0)                                                      # (n,)
+        runs_note = f" in {len(bad)} of {len(runs)} runs" if len(bad) < len(runs) else ""
+        return f"{self._non_finite_kind()} on {int(windows.sum())} of {len(windows)} test windows{runs_note}"
 
-    def _first_non_finite_metric(self) -> str:
+    def _non_finite_kind(self) -> str:
+        """What was not finite: the forecast (its absolute error is NaN or inf) or a score
+        (a finite forecast whose squared error overflows)."""
+        absolute = [w[k] for w in self.window_losses for k in ("mae", "mae_orig") if k in w]
+        nan = any(bool(e.isnan().any()) for e in absolute)
+        inf = any(bool(e.isinf().any()) for e in absolute)
+        if nan and inf:
+            return "NaN or infinite forecast"
+        if nan or inf:
+            return "NaN forecast" if nan else "infinite forecast"
         for key, label in METRICS.items():
             if any(key in w and not torch.isfinite(w[key]).all() for w in self.window_losses):
-                return label
-        return "score"
+                return f"non-finite {_plain(label)}"
+        return "non-finite score"
 
     def _non_finite_scores(self) -> str | None:
         """'NaN test MSE in 2 of 2 runs' for runs without window losses whose score is not finite."""
         for key, label in METRICS.items():
-            values = [v for v in self.values(key) if v is not None]
-            bad = [v for v in values if not math.isfinite(v)]
+            bad = [v for v in self.values(key) if v is not None and not math.isfinite(v)]
             if bad:
                 kind = "NaN" if any(math.isnan(v) for v in bad) else "infinite"
-                return f"{kind} {label} in {len(bad)} of {len(self.metrics)} runs"
+                return f"{kind} {_plain(label)} in {len(bad)} of {len(self.metrics)} runs"
         return None
+
+
+def _plain(label: str) -> str:
+    """A metric's label without the unit placeholder: 'test MAE in the series' unit'."""
+    return label.replace(" (unit)", " in the series' unit")
 
 
 @dataclass
