@@ -515,7 +515,8 @@ HORIZON = 24
 class ForecastTask:
     """Scaled windows of the book's split: ``train``, ``val``, ``test`` are
     ``(inputs, targets (N, horizon, C))`` pairs, where inputs are ``x (N, lookback, C)``
-    or, with calendar features, the tuple ``(x, time (N, lookback + horizon, 7))``."""
+    or, with calendar features, the tuple ``(x, time (N, lookback + horizon, 7))``;
+    validation and test windows start ``eval_stride`` steps apart."""
 
     train: tuple
     val: tuple
@@ -524,6 +525,7 @@ class ForecastTask:
     columns: tuple
     lookback: int
     horizon: int
+    eval_stride: int
 
     def __repr__(self) -> str:
         sizes = ", ".join(f"{name} {len(getattr(self, name)[1])}" for name in ("train", "val", "test"))
@@ -563,4 +565,4 @@ def book_task(*, lookback: int = LOOKBACK, horizon: int = HORIZON, columns=("dem
         return (x[..., :C], time), y[..., :C]
 
     return ForecastTask(windows(train, train_stride), windows(val, eval_stride), windows(test, eval_stride),
-                        scaler, tuple(columns), lookback, horizon)
+                        scaler, tuple(columns), lookback, horizon, eval_stride)

@@ -4,35 +4,135 @@
 learning-rate schedule (`SCHEDULES`: the official PatchTST and DLinear ones), stops early
 on the validation loss, restores the best weights (also when interrupted or when the loss
 turns non-finite), shows a progress bar, records the wall time of each epoch and says why
-it stopped. It seeds its own forked generators and leaves the caller's alone.
+it stopped. It seeds its own forked generators and leaves the caller's alone, and refuses
+an option outside its range by name, with the fix (`check_fit_options`), before training.
 `evaluate` scores forecasts with MSE and MAE, on the scaled values and in the series'
-original unit.
+original unit; `window_errors` gives the same errors per test window (for paired tests).
 """
 from __future__ import annotations
 
 import copy
+import inspect
 import math
-import random
+import numbers
 import statistics
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
 from .devices import pick_device
-from .validation import check_finite_number, check_positive_int
+from .randomstate import set_seed as set_seed  # lives in randomstate; notebooks import it from here
+
+# --- the options' ranges -------------------------------------------------------------------------
+
+def check_count(name: str, value, *, least: int, what: str, why: str = "", optional: bool = False):
+    """``value`` as an int if it is an integer >= ``least`` (never a bool, nor a float such
+    as 3.0), or None when ``optional``; else raise naming ``name``, ``what`` it is and the
+    fix. ``why`` says what a value below ``least`` would do.
+
+    >>> check_count("epochs", 3.0, least=1, what="the epoch budget")
+    Traceback (most recent call last):
+    ...
+    ValueError: epochs must be an int >= 1 (the epoch budget), got the float 3.0; pass epochs=3
+    """
+    if value is None and optional:
+        return None
+    expected = f"{name} must be {'None or ' if optional else ''}an int >= {least} ({what})"
+    if isinstance(value, bool):
+        raise ValueError(f"{expected}, got {value!r}: a bool is not a count; pass e.g. {name}={least}")
+    if isinstance(value, numbers.Integral):
+        if value < least:
+            raise ValueError(f"{expected}, got {int(value)}{'; ' + why if why else ''}")
+        return int(value)
+    if isinstance(value, numbers.Real):
+        whole = math.isfinite(value) and value == int(value) and value >= least
+        fix = f"pass {name}={int(value)}" if whole else f"pass an int >= {least}"
+        raise ValueError(f"{expected}, got the float {value!r}; {fix}")
+    raise TypeError(f"{expected}, got {type(value).__name__} {value!r}")
 
 
-def set_seed(seed: int) -> None:
-    """Seed Python, NumPy and PyTorch (CPU and every GPU)."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
+def _check_real(name: str, value, *, what: str, fix: str, positive: bool, optional: bool = False):
+    """``value`` as a float if it is a finite real number, > 0 when ``positive`` (else >= 0),
+    or None when ``optional``; else raise naming ``name``, ``what`` it is and the ``fix``."""
+    if value is None and optional:
+        return None
+    kind = "a positive finite number" if positive else "a finite number >= 0"
+    expected = f"{name} must be {'None or ' if optional else ''}{kind} ({what})"
+    if isinstance(value, bool):
+        raise ValueError(f"{expected}, got {value!r}: a bool is not a number; {fix}")
+    if not isinstance(value, numbers.Real):
+        raise TypeError(f"{expected}, got {type(value).__name__} {value!r}; {fix}")
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise ValueError(f"{expected}, got {value!r}; {fix}")
+    return float(value)
+
+
+def check_batch_size(value) -> int:
+    """``value`` as an int if it is a batch size (an int >= 1), else raise naming it."""
+    return check_count("batch_size", value, least=1, what="windows per batch")
+
+
+_FIT_CHECKS = {   # fit's keyword options -> the check of one value
+    "epochs": lambda v: check_count("epochs", v, least=1, what="the epoch budget"),
+    "lr": lambda v: _check_real("lr", v, positive=True, what="Adam's learning rate", fix="pass e.g. lr=1e-3"),
+    "batch_size": check_batch_size,
+    "patience": lambda v: check_count(
+        "patience", v, least=1, what="epochs without a better validation loss before stopping",
+        why="patience=0 would stop after one epoch and call it converged; pass e.g. patience=3, or "
+            "patience=epochs for a fixed budget"),
+    "weight_decay": lambda v: _check_real("weight_decay", v, positive=False, what="Adam's L2 penalty",
+                                          fix="pass weight_decay=0.0 for none"),
+    "clip": lambda v: _check_real(
+        "clip", v, positive=True, optional=True, what="the largest gradient norm",
+        fix="a negative clip would ascend the gradient and 0 would freeze training: pass e.g. clip=1.0, "
+            "or clip=None for no clipping"),
+    "device": lambda v: v,                               # pick_device names a bad one
+    "seed": lambda v: check_count("seed", v, least=0, optional=True,
+                                   what="the seed of batch order and dropout"),
+    "max_seconds": lambda v: _check_real(
+        "max_seconds", v, positive=True, optional=True, what="a time budget in seconds",
+        fix="NaN or 0 would never or always stop: pass e.g. max_seconds=600, or max_seconds=None for no "
+            "limit"),
+    "progress": lambda v: _check_flag("progress", v),
+    "desc": lambda v: _check_text("desc", v),
+    "schedule": lambda v: _schedule(v),
+}
+
+
+def _check_flag(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _check_text(name: str, value):
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{name} must be None or a str, got {type(value).__name__} {value!r}")
+    return value
+
+
+def check_fit_options(**options) -> dict:
+    """Check keyword options of `fit` (any subset) before any training: each name is one of
+    fit's, each value in its range (the message names the option, what arrived and the fix).
+    Given ``epochs``, a ``schedule`` is also asked for every epoch's multiplier. Returns the
+    options as fit reads them (ints as int, numbers as float)."""
+    unknown = sorted(set(options) - set(_FIT_CHECKS))
+    if unknown:
+        raise TypeError(f"fit takes no option {', '.join(map(repr, unknown))}; its options are "
+                        f"{', '.join(_FIT_CHECKS)}")
+    checked = {name: _FIT_CHECKS[name](value) for name, value in options.items()}
+    if "schedule" in options and "epochs" in options:
+        lr = checked.get("lr", _FIT_DEFAULTS["lr"])
+        for epoch in range(checked["epochs"]):
+            _rate(lr, checked["schedule"], epoch)
+    if "schedule" in options:
+        checked["schedule"] = options["schedule"]          # as given: None, a name or the callable
+    return checked
 
 
 def _is_inputs(inputs) -> bool:
@@ -62,6 +162,14 @@ def _check_pair(name: str, pair):
     if _count(inputs) != len(targets) or len(targets) == 0:
         raise ValueError(f"{name}: {_count(inputs)} inputs and {len(targets)} targets; "
                          "expected the same, non-zero number of windows")
+    return inputs, targets
+
+
+def check_windows(name: str, pair) -> tuple:
+    """``(inputs, targets)`` if ``pair`` holds tensors with as many windows each, all finite;
+    else raise naming ``name`` (e.g. "test") and the first window that holds NaN or inf."""
+    inputs, targets = _check_pair(name, pair)
+    _check_finite(name, inputs, targets)
     return inputs, targets
 
 
@@ -187,6 +295,7 @@ def predict(model, inputs, *, batch_size: int = 1024, device=None) -> torch.Tens
     may also be a tuple of tensors, passed to the model positionally (for example
     ``(x, time)``). ``model`` may be any callable; modules are put in eval mode and
     on ``device``."""
+    batch_size = check_batch_size(batch_size)
     device = pick_device(device)
     if isinstance(model, nn.Module):
         model.eval().to(device)
@@ -270,20 +379,21 @@ def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, bat
     draws the batch order and dropout from torch's global generator (seed it first for
     reproducibility), which ``fit`` then advances. The model's initial weights are the
     caller's: seed before building it.
+
+    Ranges (`check_fit_options`, before any training): ``epochs``, ``batch_size`` and
+    ``patience`` ints >= 1; ``lr`` > 0 and ``weight_decay`` >= 0, finite; ``clip`` and
+    ``max_seconds`` None or > 0 and finite; ``seed`` None or an int >= 0; never a bool for a
+    number nor a float for an int.
     """
-    epochs, batch_size = check_positive_int("epochs", epochs), check_positive_int("batch_size", batch_size)
-    if check_finite_number("lr", lr) <= 0:
-        raise ValueError(f"lr must be a positive learning rate, got {lr!r}")
-    x_train, y_train = _check_pair("train", train)
-    x_val, y_val = _check_pair("val", val)
-    _check_finite("train", x_train, y_train)
-    _check_finite("val", x_val, y_val)
+    check_fit_options(epochs=epochs, lr=lr, batch_size=batch_size, patience=patience,
+                      weight_decay=weight_decay, clip=clip, seed=seed, max_seconds=max_seconds,
+                      progress=progress, desc=desc, schedule=schedule)
+    x_train, y_train = check_windows("train", train)
+    x_val, y_val = check_windows("val", val)
     if y_val.shape[1:] != y_train.shape[1:]:
         raise ValueError(f"val targets are (N, {', '.join(map(str, y_val.shape[1:]))}) but train targets "
                          f"(N, {', '.join(map(str, y_train.shape[1:]))}); make both with the same horizon "
                          "and channels")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise TypeError(f"seed must be an int or None, got {seed!r}")
     multiplier = _schedule(schedule)
     device = pick_device(device)
     model.to(device)
@@ -342,6 +452,10 @@ def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, bat
     return history
 
 
+_FIT_DEFAULTS = {name: p.default for name, p in inspect.signature(fit).parameters.items()
+                 if p.kind is p.KEYWORD_ONLY}
+
+
 @dataclass(frozen=True)
 class Metrics:
     """Forecast errors on the scaled values and in the original unit."""
@@ -367,13 +481,40 @@ def evaluate(model, data, *, scaler=None, channels=None, unit: str = "MW", batch
     reports them) and, given the fitted ``scaler``, in the original unit; ``channels``
     picks the scaler's statistics for the target channels (e.g. ``[0]`` for demand).
     """
-    inputs, targets = _check_pair("data", data)
-    forecast = predict(model, inputs, batch_size=batch_size, device=device)
-    if forecast.shape != targets.shape:
-        raise ValueError(f"forecast shape {tuple(forecast.shape)} != target shape {tuple(targets.shape)}")
+    forecast, targets = _forecast(model, data, batch_size, device)
     error = forecast - targets
     metrics = {"mse": error.pow(2).mean().item(), "mae": error.abs().mean().item()}
     if scaler is not None:
         orig = scaler.inverse_transform(forecast, channels) - scaler.inverse_transform(targets, channels)
         metrics.update(mse_orig=orig.pow(2).mean().item(), mae_orig=orig.abs().mean().item(), unit=unit)
     return Metrics(**metrics)
+
+
+def window_errors(model, data, *, scaler=None, channels=None, batch_size: int = 1024,
+                  device=None) -> dict:
+    """Each window's error on ``data = (inputs, targets (N, T, C))``: ``{"mse", "mae"}`` and,
+    given the fitted ``scaler`` (``channels`` as in `evaluate`), ``"mae_orig"`` in the
+    series' unit; each a float64 tensor (N,), one loss per window.
+
+    Math: ``mse[n] = mean over t, c of (forecast - target)[n, t, c] ** 2``, ``mae[n]`` the
+    mean absolute error; their means over windows are `evaluate`'s MSE and MAE.
+    """
+    forecast, targets = _forecast(model, data, batch_size, device)
+    error = forecast.double() - targets.double()                        # (N, T, C)
+    errors = {"mse": error.pow(2).flatten(1).mean(1), "mae": error.abs().flatten(1).mean(1)}
+    if scaler is not None:
+        orig = (scaler.inverse_transform(forecast, channels).double()
+                - scaler.inverse_transform(targets, channels).double())      # (N, T, C)
+        errors["mae_orig"] = orig.abs().flatten(1).mean(1)
+    return errors
+
+
+def _forecast(model, data, batch_size, device) -> tuple:
+    """(forecast, targets) on ``data``, refused unless the forecast has the targets' shape."""
+    inputs, targets = _check_pair("data", data)
+    forecast = predict(model, inputs, batch_size=batch_size, device=device)
+    if forecast.shape != targets.shape:
+        raise ValueError(f"forecast shape {tuple(forecast.shape)} != target shape {tuple(targets.shape)}: "
+                         "the model must forecast exactly the targets (N, T, C); check its horizon and "
+                         "channels against the windows'")
+    return forecast, targets

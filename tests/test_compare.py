@@ -1,25 +1,30 @@
+import dataclasses
+import math
+
 import matplotlib
+import numpy as np
 import pytest
 import torch
 
-import labsupport.compare as compare_module
+import labsupport.compare.protocol as protocol
 from labsupport.compare import (
     NAIVE,
     RIDGE,
     Comparison,
     Entry,
+    RunFailure,
     Trainable,
     TrainingRecord,
     compare,
-    training_record,
+    diebold_mariano,
     warmup_cosine,
 )
 from labsupport.data import ForecastTask, Standardizer
 from labsupport.models import GRUForecaster, LinearForecaster, RidgeForecaster, seasonal_naive
-from labsupport.train import History, Metrics, evaluate
+from labsupport.train import History, Metrics, evaluate, window_errors
 
 matplotlib.use("Agg")
-LOOKBACK, HORIZON = 192, 12
+LOOKBACK, HORIZON, STRIDE = 192, 12, 6
 
 
 @pytest.fixture(autouse=True)
@@ -31,16 +36,17 @@ def _one_thread():
 
 
 def small_task():
-    """Windows of a noisy daily-and-weekly pattern, cut like book_task's (192 h in, 12 out)."""
+    """Windows of a noisy daily-and-weekly pattern, cut like book_task's (192 h in, 12 out),
+    6 h apart: each test window's targets overlap the next one's (overlap 2)."""
     g = torch.Generator().manual_seed(3)
     t = torch.arange(1400, dtype=torch.float32)
     series = (torch.sin(2 * torch.pi * t / 24) + 0.5 * torch.sin(2 * torch.pi * t / 168)
               + 0.2 * torch.randn(t.shape, generator=g))
-    windows = series.unfold(0, LOOKBACK + HORIZON, 6)[:, :, None]       # (N, L + T, 1)
+    windows = series.unfold(0, LOOKBACK + HORIZON, STRIDE)[:, :, None]     # (N, L + T, 1)
     x, y = windows[:, :LOOKBACK], windows[:, LOOKBACK:]
     parts = [(x[a:b], y[a:b]) for a, b in ((0, 120), (120, 160), (160, 200))]
     scaler = Standardizer().fit(series[:, None].numpy())
-    return ForecastTask(*parts, scaler, ("value",), LOOKBACK, HORIZON)
+    return ForecastTask(*parts, scaler, ("value",), LOOKBACK, HORIZON, eval_stride=STRIDE)
 
 
 def dlinear(revin):
@@ -60,83 +66,167 @@ def result():
                    revin=True, seeds=2, progress=False, **FIT)
 
 
-# --- reading fit's history ------------------------------------------------------------------
+# --- the rule, on hand-made entries -----------------------------------------------------------------
 
-def history(val_loss, best_epoch, stopped_early=False, **extra):
-    """A History as a hand or an older `fit` would leave it: no stop_reason, no total."""
-    h = History(train_loss=list(val_loss), val_loss=list(val_loss),
-                epoch_seconds=[1.0] * len(val_loss), best_epoch=best_epoch, stopped_early=stopped_early)
-    for key, value in extra.items():
-        setattr(h, key, value)
-    return h
+N = 40
+WIGGLE = torch.sin(torch.arange(N, dtype=torch.float64))              # a zero-ish-mean pattern
 
 
-def test_stop_reason_from_a_history_without_one():
-    converged = history([3, 2, 2.5, 2.6], best_epoch=1, stopped_early=True)
-    assert training_record(converged, epochs=10, patience=2).stop_reason == "converged"
-    out_of_time = history([3, 2, 2.5], best_epoch=1, stopped_early=True)
-    assert training_record(out_of_time, epochs=10, patience=2).stop_reason == "time"
-    still_improving = history([3, 2, 1], best_epoch=2)
-    record = training_record(still_improving, epochs=3, patience=2, wall_seconds=7.5)
-    assert (record.stop_reason, record.converged, record.best_epoch) == ("epochs", False, 3)
-    assert record.total_seconds == 7.5 and record.epochs_run == 3 and record.best_val_loss == 1
-    assert training_record(still_improving, epochs=3, patience=2).total_seconds == 3.0
+def losses(value, noise=0.0, seed=0):
+    """Per-window losses with mean ``value``: the same small wiggle for every model (so the
+    paired differences are nearly constant) plus independent noise of size ``noise``."""
+    g = torch.Generator().manual_seed(seed)
+    w = 0.01 * (WIGGLE - WIGGLE.mean()) + noise * torch.randn(N, generator=g, dtype=torch.float64)
+    w = w - w.mean()
+    return value + w
 
 
-def test_stop_reason_and_total_from_a_history_that_has_them():
-    h = history([3, 2], best_epoch=1, stop_reason="time", total_seconds=42.0)
-    record = training_record(h, epochs=10, patience=1)       # the history's word wins
-    assert (record.stop_reason, record.total_seconds) == ("time", 42.0)
-    diverged = training_record(history([3, 2], 1, stop_reason="diverged"), epochs=5, patience=3)
-    assert diverged.stop_reason == "diverged" and not diverged.converged
-    with pytest.raises(ValueError, match=r"stop_reason must be one of .*'converged'.*got 'bored'"):
-        training_record(history([1], 0, stop_reason="bored"), epochs=1, patience=1)
-    with pytest.raises(ValueError, match="history holds no epoch"):
-        training_record(history([], -1), epochs=1, patience=1)
+def entry(name, values, trained=True, stops=None, noise=0.0, windows=True):
+    """An Entry with one run per value, each run's per-window losses around its value."""
+    stops = stops or ["converged"] * len(values)
+    e = Entry(name, trained, 0, metrics=[Metrics(mse=v, mae=v) for v in values],
+              records=[TrainingRecord(s, 3, 2, 0.1, 1.0, 3.0) for s in stops] if trained else [],
+              seeds=list(range(len(values))))
+    if windows:
+        base = 100 * sum(map(ord, name))                              # each model its own noise
+        e.window_losses = [{"mse": losses(v, noise, base + i), "mae": losses(v, noise, base + 50 + i)}
+                           for i, v in enumerate(values)]
+    return e
 
 
-# --- the verdict rule -----------------------------------------------------------------------
-
-def entry(name, values, trained=True):
-    return Entry(name, trained, 0, metrics=[Metrics(mse=v, mae=v) for v in values])
+def table_of(*entries, overlap=1):
+    return Comparison({e.name: e for e in entries}, True, dict(train=1, val=1, test=N), overlap=overlap)
 
 
-def table_of(*entries):
-    return Comparison({e.name: e for e in entries}, True, dict(train=1, val=1, test=1))
+def test_a_model_with_nan_scores_is_failed_and_never_beats_anything(capsys):
+    t = Comparison({"A": Entry("A", True, 0, metrics=[Metrics(0.5, 0.5), Metrics(0.6, 0.6)]),
+                    "B": Entry("B", True, 0, metrics=[Metrics(math.nan, math.nan)] * 2)},
+                   True, dict(train=1, val=1, test=1), overlap=1)
+    assert t.verdict("A", "B") == "failed" and t.outcome("B", "A") == "failed"
+    assert capsys.readouterr().out == "A vs B: no verdict, B failed (NaN test MSE in 2 of 2 runs)\n"
+    assert not t.beats("A", "B") and not t.beats("B", "A")
+    assert t.failed("B") and not t.failed("A") and t.failure("B") == "NaN test MSE in 2 of 2 runs"
 
 
-def test_a_gap_larger_than_the_spread_is_a_win_and_a_smaller_one_is_not():
-    t = table_of(entry("A", [0.10, 0.12]), entry("B", [0.20, 0.23]), entry("C", [0.12, 0.16]),
-                 entry(RIDGE, [0.125], trained=False))
+def test_a_non_finite_forecast_on_any_window_fails_the_model_and_names_the_count(capsys):
+    bad = entry("B", [0.2, 0.21])
+    bad.window_losses[1]["mse"][[3, 7, 9]] = math.nan
+    bad.window_losses[1]["mae"][[3, 7, 9]] = math.nan
+    t = table_of(entry("A", [0.5, 0.51]), bad, entry(RIDGE, [0.4], trained=False))
+    assert t.failure("B") == "NaN forecast on 3 of 40 test windows in 1 of 2 runs"
+    assert t.outcome("A", "B") == "failed" and t.outcome("B", RIDGE) == "failed"
+    t.verdict("B", "A")
+    assert capsys.readouterr().out == ("B vs A: no verdict, B failed (NaN forecast on 3 of 40 test "
+                                       "windows in 1 of 2 runs)\n")
+    with pytest.raises(ValueError, match=r"no paired interval: B failed \(NaN forecast on 3 of 40"):
+        t.interval("A", "B")
+    t.table()
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.lstrip().startswith("B "))
+    assert "failed: NaN forecast on 3 of 40 test windows in 1 of 2 runs" in row
+    infinite = entry("C", [0.3, 0.3])
+    for run in infinite.window_losses:
+        run["mse"][0], run["mae"][0] = math.inf, math.inf
+    overflow = entry("D", [0.3, 0.3])
+    overflow.window_losses[0]["mse"][5] = math.inf                  # a finite forecast whose square overflows
+    t = table_of(infinite, overflow)
+    assert t.failure("C") == "infinite forecast on 1 of 40 test windows"
+    assert t.failure("D") == "non-finite test MSE on 1 of 40 test windows in 1 of 2 runs"
+
+
+def test_a_gap_beyond_the_spread_and_the_paired_test_is_a_win(capsys):
+    t = table_of(entry("A", [0.10, 0.12]), entry("B", [0.20, 0.23]), entry(RIDGE, [0.125], trained=False))
     assert t.outcome("A", "B") == "a" and t.outcome("B", "A") == "b"
     assert t.beats("A", "B") and not t.beats("B", "A")
-    # A 0.11 +- range 0.02, C 0.14 +- range 0.04: gap 0.03 <= 0.04
-    assert t.outcome("A", "C") == "within" and not t.beats("A", "C")
-    # the baseline has no spread, so A's own range decides: gap 0.015 <= 0.02
-    assert t.spread(RIDGE) == (0.0, False)
-    assert t.outcome("A", RIDGE) == "within"
+    assert t.spread("A") == pytest.approx(0.02) and t.spread(RIDGE) == 0.0
+    assert t.outcome("A", RIDGE) == "within"                      # gap 0.015 <= A's own range 0.02
     assert t.outcome(RIDGE, "B") == "a"
+    t.verdict("A", "B")
+    t.verdict("B", "A")
+    assert capsys.readouterr().out.splitlines() == [
+        "A beats B (test MSE: beyond the seed spread and the paired test)"] * 2
 
 
-def test_a_single_run_borrows_the_widest_spread_and_none_gives_no_verdict():
-    t = table_of(entry("A", [0.10, 0.12]), entry("B", [0.20, 0.26]), entry("one", [0.15]))
-    assert t.spread("one") == (pytest.approx(0.06), True)
-    assert t.outcome("one", "A") == "within"          # gap 0.04 <= borrowed 0.06
+def test_both_the_seed_spread_and_the_paired_test_must_separate(capsys):
+    # a gap of 0.1 beyond the seed ranges (0.01), but per-window noise of 0.5 swamps it
+    noisy = table_of(entry("A", [0.10, 0.11], noise=0.5), entry("B", [0.20, 0.21], noise=0.5))
+    paired = noisy.interval("A", "B")
+    assert paired.low < 0 < paired.high and noisy.outcome("A", "B") == "within"
+    # the paired interval excludes 0, but the gap 0.03 is within A's range of 0.05
+    steady = table_of(entry("A", [0.10, 0.15]), entry("B", [0.155, 0.16]))
+    assert steady.interval("A", "B").excludes_zero and steady.outcome("A", "B") == "within"
+    steady.verdict("A", "B")
+    assert capsys.readouterr().out == ("A and B: not separated by the seed spread and the paired test "
+                                       "(test MSE)\n")
+
+
+def test_the_interval_is_the_paired_test_of_the_seed_mean_losses_with_the_overlap():
+    a, b = entry("A", [0.10, 0.12], noise=0.05), entry("B", [0.20, 0.23], noise=0.05)
+    t = table_of(a, b, overlap=3)
+    d = (a.window_losses[0]["mse"] + a.window_losses[1]["mse"]) / 2 - (
+        b.window_losses[0]["mse"] + b.window_losses[1]["mse"]) / 2
+    expected = diebold_mariano(d.numpy(), overlap=3)
+    got = t.interval("A", "B")
+    assert (got.mean, got.low, got.high, got.overlap, got.lag) == pytest.approx(
+        (expected.mean, expected.low, expected.high, 3, 3))
+    assert t.interval("B", "A").mean == pytest.approx(-got.mean)
+    mae = t.interval("A", "B", "mae")
+    mean_mae = [float((e.window_losses[0]["mae"] + e.window_losses[1]["mae"]).mean() / 2) for e in (a, b)]
+    assert mae.mean == pytest.approx(mean_mae[0] - mean_mae[1])
+
+
+def test_a_single_run_gives_no_verdict_and_borrows_nothing(capsys):
+    t = table_of(entry("A", [0.10, 0.12]), entry("B", [0.20, 0.26]), entry("one", [0.5]))
+    assert t.spread("one") is None and t.outcome("one", "A") == "unknown"
+    t.verdict("A", "one")
+    assert capsys.readouterr().out == ("A vs one: no verdict, one has one run; a verdict needs at least "
+                                       "2 seeds (test MSE)\n")
     lonely = table_of(entry("one", [0.15]), entry(RIDGE, [0.30], trained=False))
-    assert lonely.spread("one") == (None, True)
     assert lonely.outcome("one", RIDGE) == "unknown"
+    hand_made = table_of(entry("A", [0.1, 0.12]), entry("W", [0.3], trained=False, windows=False))
+    assert hand_made.outcome("A", "W") == "unknown"
+    hand_made.verdict("A", "W")
+    assert capsys.readouterr().out == ("A vs W: no verdict, W has no per-window test losses for the "
+                                       "paired test (test MSE)\n")
 
 
-def test_verdict_prints_the_outcome_without_numbers(capsys):
-    t = table_of(entry("A", [0.10, 0.12]), entry("B", [0.20, 0.23]), entry("C", [0.12, 0.16]),
+def test_a_loser_stopped_by_its_budget_is_not_settled(capsys):
+    budget = ["epochs", "converged"]
+    t = table_of(entry("A", [0.10, 0.12]), entry("B", [0.20, 0.23], stops=budget),
+                 entry("C", [0.20, 0.23], stops=["converged", "diverged"]),
+                 entry("D", [0.11, 0.115], stops=["time", "time"]), entry("E", [0.105, 0.11]))
+    assert t.outcome("A", "B") == "unsettled" and t.outcome("B", "A") == "unsettled"
+    assert t.budget_limited("B") and not t.settled("B") and t.settled("A") and not t.budget_limited("A")
+    assert t.outcome("A", "C") == "a" and t.settled("C")          # a kept diverged run is settled
+    assert t.outcome("D", "C") == "a"                             # only the winner ran out of time
+    assert t.outcome("A", "D") == "unsettled"                     # not separated, D hit its budget
+    assert t.outcome("A", "E") == "within"
+    t.verdict("A", "B")
+    t.verdict("A", "D")
+    assert capsys.readouterr().out.splitlines() == [
+        "A vs B: not settled at this budget (B stopped at its epoch budget; more training could "
+        "reverse it) (test MSE)",
+        "A vs D: not settled at this budget (D stopped at its time budget; more training could "
+        "reverse it) (test MSE)"]
+    interrupted = table_of(entry("A", [0.10, 0.12]),
+                           entry("B", [0.20, 0.23], stops=["interrupted", "epochs"]))
+    interrupted.verdict("A", "B")
+    assert capsys.readouterr().out == ("A vs B: not settled at this budget (B stopped at its epoch budget "
+                                       "or was interrupted; more training could reverse it) (test MSE)\n")
+
+
+def test_verdict_lines_carry_no_numbers(capsys):
+    t = table_of(entry("A", [0.10, 0.12]), entry("W", [0.6, 0.61]), entry("M", [0.29, 0.33]),
+                 entry("L", [0.3, 0.31], stops=["epochs"] * 2),
                  entry(RIDGE, [0.3], trained=False), entry(NAIVE, [0.5], trained=False))
-    assert t.verdict("B", "A") == "b"
-    assert t.verdict("A", "C") == "within"
-    t.verdicts()
+    outcomes = t.verdicts()
+    assert set(outcomes.values()) == {"a", "b", "within", "unsettled"}
     out = capsys.readouterr().out.splitlines()
-    assert out[:2] == ["A beats B (test MSE)", "A and C are within the seed spread (test MSE)"]
-    assert "A beats ridge (closed form) (test MSE)" in out and len(out) == 2 + 3 * 2
+    assert len(out) == 4 * 2 and "A beats ridge (closed form) (test MSE: beyond the seed spread and the " \
+        "paired test)" in out
     assert not any(ch.isdigit() for line in out for ch in line)
+    t.verdict("A", "M", metric="mae")
+    assert capsys.readouterr().out == "A beats M (test MAE: beyond the seed spread and the paired test)\n"
 
 
 def test_rule_refuses_bad_questions():
@@ -147,15 +237,64 @@ def test_rule_refuses_bad_questions():
         t.outcome("A", "Z")
     with pytest.raises(ValueError, match=r"metric must be one of \['mae', 'mae_orig', 'mse'\], got 'rmse'"):
         t.outcome("A", "B", metric="rmse")
+    short = entry("S", [0.1, 0.2])
+    short.window_losses = [{k: v[:30] for k, v in run.items()} for run in short.window_losses]
+    with pytest.raises(ValueError, match=r"A and S were scored on different test windows \(40 and 30\)"):
+        table_of(entry("A", [0.1, 0.2]), short).outcome("A", "S")
+    with pytest.raises(TypeError, match=r"overlap"):
+        Comparison({}, True, dict(train=1, val=1, test=1))
 
 
-# --- the protocol end to end ------------------------------------------------------------------
+# --- the table ----------------------------------------------------------------------------------------
+
+def test_table_rows_legend_and_the_paired_column(capsys):
+    t = table_of(entry("A", [0.10, 0.12], stops=["epochs", "converged"]), entry("B", [0.20, 0.23]),
+                 entry(RIDGE, [0.125], trained=False), overlap=2)
+    t.table()
+    lines = capsys.readouterr().out.splitlines()
+    header = lines[0]
+    for column in ("model", "params", "seeds", "test MSE: mean (min-max)", "MAE", "MAE (MW)",
+                   "epochs (best)", "s/epoch", "train s", "stopped", "vs reference: diff (95% CI)"):
+        assert column in header
+    rows = {line.split()[0]: line for line in lines[1:4]}
+    a = t.interval("A", RIDGE)
+    assert f"{a.mean:+.3f} ({a.low:+.3f} to {a.high:+.3f})" in rows["A"]
+    assert "reference" in rows["ridge"] and "epoch budget 1/2, converged 1/2" in rows["A"]
+    assert "converged 2/2" in rows["B"] and "0.110 (0.100-0.120)" in rows["A"]
+    legend = " ".join(line.strip() for line in lines[4:])
+    for phrase in ("min-max over seeds", "95% interval", "Diebold-Mariano", "not settled",
+                   "40 test windows", "overlap the next 1's, h = 2", "instance normalisation",
+                   "standardised series", f"vs reference ({RIDGE})"):
+        assert phrase in legend
+    assert all(len(line) <= 100 for line in lines[4:])
+    t.table(reference="B")
+    lines = capsys.readouterr().out.splitlines()
+    assert "reference" in next(line for line in lines if line.lstrip().startswith("B "))
+    assert "vs reference (B)" in " ".join(lines[4:])
+    with pytest.raises(KeyError, match=r"no model 'Z'"):
+        t.table(reference="Z")
+
+
+def test_rows_carry_the_numbers_of_the_table():
+    t = table_of(entry("A", [0.10, 0.12]), entry("one", [0.3]), entry(RIDGE, [0.125], trained=False))
+    rows = {r["model"]: r for r in t.rows()}
+    a = rows["A"]
+    assert (a["runs"], a["failed_runs"], a["failure"]) == (2, 0, None)
+    assert a["mean"] == pytest.approx(0.11) and a["spread"] == pytest.approx(0.02)
+    assert a["stopped"] == "converged 2/2" and a["settled"] and not a["budget_limited"]
+    assert a["versus"].mean == pytest.approx(t.interval("A", RIDGE).mean) and a["reference"] == RIDGE
+    assert rows["one"]["spread"] is None and rows[RIDGE]["versus"] is None and rows[RIDGE]["spread"] == 0.0
+    assert "spread_borrowed" not in a
+
+
+# --- the protocol end to end --------------------------------------------------------------------------
 
 def test_every_model_on_the_same_windows_with_its_seeds_and_two_baselines(result):
     task = small_task()
     assert list(result.entries) == ["DLinear", "GRU", RIDGE, NAIVE]
     assert result["DLinear"].seeds == [0, 1] and result["GRU"].seeds == [0]
     assert result.windows == dict(train=120, val=40, test=40)
+    assert result.overlap == 2 and not result.interrupted                 # ceil(12 / 6)
     assert result["DLinear"].params == sum(p.numel() for p in dlinear(True).parameters())
     assert result[RIDGE].params == LOOKBACK * HORIZON + HORIZON and result[NAIVE].params == 0
     naive = evaluate(lambda x: seasonal_naive(x, 168, HORIZON), task.test)
@@ -163,10 +302,15 @@ def test_every_model_on_the_same_windows_with_its_seeds_and_two_baselines(result
     ridge = RidgeForecaster(lookback=LOOKBACK, horizon=HORIZON, revin=True).fit(task.train, task.val)
     assert result.mean(RIDGE) == pytest.approx(evaluate(ridge, task.test).mse, rel=1e-6)
     for name in ("DLinear", "GRU"):
-        for model, metrics in zip(result[name].models, result[name].metrics):
+        e = result[name]
+        for model, metrics, errors in zip(e.models, e.metrics, e.window_losses):
             assert model.revin is not None
             assert metrics.mse == pytest.approx(evaluate(model, task.test).mse, rel=1e-6)
             assert metrics.mae_orig is not None
+            own = window_errors(model, task.test, scaler=task.scaler, channels=[0])
+            torch.testing.assert_close(errors["mse"], own["mse"])
+            assert errors["mae_orig"].mean().item() == pytest.approx(metrics.mae_orig, rel=1e-5)
+    assert result[NAIVE].window_losses[0]["mse"].shape == (40,)
 
 
 def test_runs_are_reproducible_and_seeds_differ(result):
@@ -177,74 +321,36 @@ def test_runs_are_reproducible_and_seeds_differ(result):
     assert first != second
 
 
-def test_a_schedule_reaches_fit_and_none_is_not_passed(monkeypatch):
+def test_a_schedule_reaches_fit_as_given(monkeypatch):
     seen = []
-    real_fit = compare_module.fit
+    real_fit = protocol.fit
 
     def spy(model, train, val, **options):
         seen.append(options.get("schedule", "absent"))
-        options.pop("schedule", None)
         return real_fit(model, train, val, **options)
 
-    monkeypatch.setattr(compare_module, "fit", spy)
+    monkeypatch.setattr(protocol, "fit", spy)
     halve = lambda epoch: 0.5 ** epoch          # noqa: E731
     compare(small_task(), {"A": Trainable(dlinear, seeds=1), "B": Trainable(dlinear, seeds=1, schedule=None)},
             revin=True, progress=False, schedule=halve, **FIT)
-    assert seen == [halve, "absent"]
-    monkeypatch.setattr(compare_module, "fit", lambda model, train, val, *, epochs, patience, batch_size,
-                        lr, seed, progress, device: real_fit(model, train, val))
-    with pytest.raises(TypeError, match="A: schedule given, but this labsupport.train.fit takes none"):
-        compare(small_task(), {"A": Trainable(dlinear, seeds=1)}, revin=True, schedule=halve, **FIT)
-
-
-def test_the_callers_random_state_and_data_are_left_alone():
-    task = small_task()
-    before = [t.clone() for t in (*task.train, *task.test)]
-    torch.manual_seed(123)
-    expected = torch.rand(3)
-    torch.manual_seed(123)
-    compare(task, {"DLinear": Trainable(dlinear, seeds=1)}, revin=False, progress=False, **FIT)
-    assert torch.equal(torch.rand(3), expected)
-    assert all(torch.equal(a, b) for a, b in zip(before, (*task.train, *task.test)))
+    assert seen == [halve, None]
 
 
 def test_a_budget_that_ends_training_is_marked(capsys):
-    result = compare(small_task(), {"GRU": Trainable(tiny_gru, seeds=[5])}, revin=False,
+    result = compare(small_task(), {"GRU": Trainable(tiny_gru, seeds=[5, 6])}, revin=False,
                      progress=False, epochs=1, patience=3, lr=1e-2)
-    assert result["GRU"].records[0].stop_reason == "epochs"
+    assert [r.stop_reason for r in result["GRU"].records] == ["epochs", "epochs"]
+    assert result.budget_limited("GRU") and result.outcome("GRU", NAIVE) in ("unsettled", "a")
     result.table()
     out = capsys.readouterr().out
-    assert "epoch budget" in out and "converged" not in out
-    assert "no instance normalisation for any model (revin=False)" in out
+    row = next(line for line in out.splitlines() if line.lstrip().startswith("GRU"))
+    assert "epoch budget 2/2" in row and "converged" not in row
+    assert "no instance normalisation for any model (revin=False)" in " ".join(out.split())
     unitless = compare(small_task(), {}, revin=False, unit=None)
-    assert unitless[RIDGE].metrics[0].mae_orig is None
+    assert unitless[RIDGE].metrics[0].mae_orig is None and "mae_orig" not in unitless[RIDGE].window_losses[0]
     unitless.table()
     out = capsys.readouterr().out
-    assert "MAE (" not in out and "MAE" in out
-
-
-def test_table_prints_the_setup_and_one_row_per_model(result, capsys):
-    result.table()
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "windows: train 120, validation 40, test 40, the same for every model"
-    assert "RevIN) on for every trained model and the ridge" in lines[1]
-    header, rows = lines[2], lines[3:7]
-    for column in ("params", "runs", "test MSE: mean (min-max)", "MAE (MW)", "s/epoch", "train s", "stopped"):
-        assert column in header
-    assert [r.split()[0] for r in rows] == ["DLinear", "GRU", "ridge", "seasonal"]
-    low, high = sorted(result["DLinear"].values())
-    assert f"({low:.3f}-{high:.3f})" in rows[0] and "1 run" in rows[1]
-    assert "closed form" in rows[2]
-    assert "single-run models (GRU) borrow the widest spread measured here" in lines[-1]
-
-
-def test_rows_carry_the_numbers_of_the_table(result):
-    rows = {r["model"]: r for r in result.rows()}
-    d = rows["DLinear"]
-    assert d["runs"] == 2 and d["mean"] == pytest.approx(result.mean("DLinear"))
-    assert d["spread"] == pytest.approx(d["max"] - d["min"]) and not d["spread_borrowed"]
-    assert all(1 <= b <= e <= FIT["epochs"] for b, e in zip(d["best_epochs"], d["epochs"]))
-    assert rows[RIDGE]["stopped"] == "closed form" and rows[RIDGE]["spread"] == 0.0
+    assert "MAE (" not in out.splitlines()[0] and "MAE" in out
 
 
 def test_glue_gives_each_name_its_mean(result, monkeypatch):
@@ -268,40 +374,11 @@ def test_plot_shows_seeds_as_dots_and_baselines_as_lines(result):
     assert [line.get_xdata()[0] for line in vertical] == [result.mean(RIDGE), result.mean(NAIVE)]
 
 
-def test_bad_setups_are_refused_saying_what_to_do():
-    task = small_task()
-    ignores_revin = Trainable(lambda revin: LinearForecaster(lookback=LOOKBACK, horizon=HORIZON))
-    with pytest.raises(ValueError, match=r"M was built with revin=False, but this comparison uses "
-                                         r"revin=True .* lambda revin: Model\(\.\.\., revin=revin\)"):
-        compare(task, {"M": ignores_revin}, revin=True, progress=False, **FIT)
-    with pytest.raises(TypeError, match=r"revin must be True or False .*got 'yes'"):
-        compare(task, {}, revin="yes")
-    with pytest.raises(TypeError, match=r"models must be a dict of name -> Trainable"):
-        compare(task, {"M": dlinear}, revin=True)
-    with pytest.raises(ValueError, match=r"names \['ridge \(closed form\)'\] are taken by the baselines"):
-        compare(task, {RIDGE: Trainable(dlinear)}, revin=True)
-    with pytest.raises(ValueError, match=r"needs 336 steps of history, but the windows hold 192.*"
-                                         r"naive_period=None"):
-        compare(task, {}, revin=True, naive_period=336)
-    with pytest.raises(TypeError, match=r"task must be a labsupport.data.ForecastTask .*got tuple"):
-        compare((task.train, task.val), {}, revin=True)
-    with pytest.raises(ValueError,
-                       match=r"seeds must be a count >= 1 or a list of distinct ints, got \[1, 1\]"):
-        Trainable(dlinear, seeds=[1, 1])
-    with pytest.raises(ValueError, match=r"seeds must be a count >= 1 or a list of ints, got 0"):
-        compare(task, {}, revin=True, seeds=0)
-    with pytest.raises(TypeError,
-                       match=r"build must be a callable build\(revin=bool\) -> nn.Module, got int"):
-        Trainable(3)
-    with pytest.raises(TypeError, match=r"M: build\(revin=\.\.\.\) must return an nn.Module, got str"):
-        compare(task, {"M": Trainable(lambda revin: "model")}, revin=True, progress=False, **FIT)
-
-
 def test_calendar_inputs_reach_the_models_and_the_baselines_read_the_window():
     task = small_task()
     with_time = [((x, torch.zeros(len(x), LOOKBACK + HORIZON, 2)), y)
                  for x, y in (task.train, task.val, task.test)]
-    calendar = ForecastTask(*with_time, task.scaler, task.columns, LOOKBACK, HORIZON)
+    calendar = dataclasses.replace(task, train=with_time[0], val=with_time[1], test=with_time[2])
 
     class Reader(torch.nn.Module):                  # uses the window only, takes the time too
         def __init__(self, revin):
@@ -318,10 +395,15 @@ def test_calendar_inputs_reach_the_models_and_the_baselines_read_the_window():
     assert result.mean(RIDGE) == pytest.approx(plain.mean(RIDGE), rel=1e-9)
 
 
-def test_record_is_frozen():
-    record = TrainingRecord("converged", 3, 1, 0.5, 1.0, 3.0)
+def test_records_are_read_from_fit_and_frozen():
+    h = History(train_loss=[3, 2], val_loss=[3, 2], epoch_seconds=[1.0, 3.0], best_epoch=1,
+                stop_reason="time", total_seconds=42.0)
+    record = TrainingRecord.of(h)
+    assert record == TrainingRecord("time", 2, 2, 2, 2.0, 42.0) and record.budget_limited
     with pytest.raises(AttributeError):
         record.best_epoch = 2
+    with pytest.raises(ValueError, match=r"a History with no finished epoch has no record"):
+        TrainingRecord.of(History(stop_reason="interrupted"))
 
 
 def test_a_window_shorter_than_the_period_can_leave_the_naive_out():
@@ -332,20 +414,10 @@ def test_a_window_shorter_than_the_period_can_leave_the_naive_out():
     assert daily.mean("seasonal naive (24 steps)") == pytest.approx(naive.mse, rel=1e-6)
 
 
-def test_warmup_cosine_rises_then_falls_to_the_floor():
-    m = [warmup_cosine(10, warmup=2, floor=0.1)(e) for e in range(12)]
-    assert m[:2] == pytest.approx([1 / 3, 2 / 3]) and m[2] == pytest.approx(1.0)
-    assert m[9] == pytest.approx(0.1) and m[11] == pytest.approx(0.1)     # stays at the floor
-    assert all(a >= b for a, b in zip(m[2:], m[3:]))
-    assert warmup_cosine(1, warmup=0)(0) == pytest.approx(1.0)
-    with pytest.raises(ValueError, match="need warmup < epochs and 0 <= floor <= 1, got warmup 3, epochs 3"):
-        warmup_cosine(3, warmup=3)
-    with pytest.raises(ValueError, match="epochs must be a positive int, got 0"):
-        warmup_cosine(0)
-
+# --- failures are recorded, never ranked ----------------------------------------------------------------
 
 class Exploding(torch.nn.Module):
-    """Forecasts zero until its ``after``-th training call, then NaN (a diverging model)."""
+    """Forecasts like DLinear until its ``after``-th training call, then NaN (a diverging model)."""
 
     def __init__(self, revin, after):
         super().__init__()
@@ -361,21 +433,93 @@ class Exploding(torch.nn.Module):
         return y
 
 
-def test_a_diverged_run_is_marked_and_one_without_an_epoch_is_an_error(capsys):
+class NaNOnTest(torch.nn.Module):
+    """DLinear whose forecast is NaN on the first ``bad`` windows of a batch of ``n`` (the test set)."""
+
+    def __init__(self, revin, n, bad):
+        super().__init__()
+        self.inner, self.n, self.bad = dlinear(revin), n, bad
+        self.revin = self.inner.revin
+
+    def forward(self, x):
+        y = self.inner(x)
+        if not self.training and len(x) == self.n:
+            y = y.clone()
+            y[:self.bad] = float("nan")
+        return y
+
+
+def test_a_run_that_raises_is_recorded_with_its_seed_and_the_rest_are_kept(capsys):
+    calls = [0]                                       # the builds
+
+    def flaky(revin):
+        calls[0] += 1
+        if calls[0] == 3:                             # build 1: the check before training; 2: seed 0
+            raise RuntimeError("boom on the second seed\nsecond line")
+        return dlinear(revin)
+
     task = small_task()
     one_epoch = -(-len(task.train[1]) // FIT["batch_size"])                 # batches per epoch
-    late = compare(task, {"E": Trainable(lambda revin: Exploding(revin, one_epoch + 1), seeds=1)},
-                   revin=True, progress=False, **FIT)
-    assert late["E"].records[0].stop_reason == "diverged" and len(late["E"].metrics) == 1
-    late.table()
-    assert "diverged" in capsys.readouterr().out
-    with pytest.raises(FloatingPointError, match=r"E, seed 0: .*no epoch finished"):
-        compare(task, {"E": Trainable(lambda revin: Exploding(revin, 0), seeds=1)}, revin=True,
-                progress=False, **FIT)
+    result = compare(task, {"flaky": Trainable(flaky), "early": Trainable(lambda revin: Exploding(revin, 0)),
+                            "late": Trainable(lambda revin: Exploding(revin, one_epoch + 1)),
+                            "fine": Trainable(dlinear)},
+                     revin=True, seeds=3, progress=False, **FIT)
+    flaky_entry = result["flaky"]
+    assert flaky_entry.seeds == [0, 2] and len(flaky_entry.metrics) == 2
+    assert flaky_entry.failures == [RunFailure(1, "RuntimeError", "boom on the second seed")]
+    assert result.failure("flaky") == "1 of 3 runs failed: RuntimeError: boom on the second seed"
+    assert len(result["early"].failures) == 3 and result["early"].metrics == []
+    assert result["early"].failures[0].error == "FloatingPointError"
+    assert "no epoch finished" in result["early"].failures[0].message
+    assert [r.stop_reason for r in result["late"].records] == ["diverged"] * 3 and not result.failed("late")
+    assert result["fine"].seeds == [0, 1, 2] and not result.failed("fine")
+    assert result.outcome("fine", "flaky") == "failed" and result.outcome("early", RIDGE) == "failed"
+    result.verdict("fine", "flaky")
+    assert capsys.readouterr().out == ("fine vs flaky: no verdict, flaky failed (1 of 3 runs raised "
+                                       "RuntimeError)\n")
+    result.table()
+    out = capsys.readouterr().out
+    assert "failed: 1 of 3 runs raised RuntimeError" in out
+    assert "flaky: 1 of 3 runs failed: RuntimeError: boom on the second seed" in out
+    assert "diverged 3/3" in out and "second line" not in out
 
 
-def test_an_interrupted_run_ends_the_comparison_with_what_it_has(monkeypatch):
-    real_fit, calls = compare_module.fit, []
+def test_a_nan_forecast_on_some_test_windows_fails_the_model():
+    task = small_task()
+    test = (task.test[0][:37], task.test[1][:37])
+    result = compare(dataclasses.replace(task, test=test),
+                     {"holes": Trainable(lambda revin: NaNOnTest(revin, 37, 3)), "fine": Trainable(dlinear)},
+                     revin=True, seeds=2, progress=False, **FIT)
+    assert result.failure("holes") == "NaN forecast on 3 of 37 test windows"
+    assert result.outcome("holes", "fine") == "failed" and not result.beats("fine", "holes")
+    assert {r["model"]: r["failure"] for r in result.rows()}["holes"] == result.failure("holes")
+
+
+def stopping_at(build_number):
+    """DLinear's build, pressing Stop (KeyboardInterrupt) at its ``build_number``-th call."""
+    calls = [0]
+
+    def build(revin):
+        calls[0] += 1
+        if calls[0] == build_number:
+            raise KeyboardInterrupt
+        return dlinear(revin)
+    return build
+
+
+def test_stop_ends_the_comparison_with_what_finished_and_the_baselines():
+    # build 1: the check before training; 2 and 3: seeds 0 and 1; Stop at seed 2
+    result = compare(small_task(), {"A": Trainable(stopping_at(4)), "B": Trainable(dlinear)}, revin=True,
+                     seeds=3, progress=False, **FIT)
+    assert result.interrupted and list(result.entries) == ["A", RIDGE, NAIVE]
+    assert result["A"].seeds == [0, 1] and result["A"].failures == []
+    first_run = compare(small_task(), {"A": Trainable(dlinear, seeds=1), "B": Trainable(stopping_at(2))},
+                        revin=True, seeds=3, progress=False, **FIT)  # Stop in B's first run: no row for B
+    assert first_run.interrupted and list(first_run.entries) == ["A", RIDGE, NAIVE]
+
+
+def test_stop_inside_fit_keeps_the_run_and_ends_the_comparison(monkeypatch):
+    real_fit, calls = protocol.fit, []
 
     def interrupted(model, train, val, **options):
         calls.append(1)
@@ -383,8 +527,175 @@ def test_an_interrupted_run_ends_the_comparison_with_what_it_has(monkeypatch):
         history.stop_reason = "interrupted"
         return history
 
-    monkeypatch.setattr(compare_module, "fit", interrupted)
+    monkeypatch.setattr(protocol, "fit", interrupted)
     result = compare(small_task(), {"A": Trainable(dlinear), "B": Trainable(dlinear)}, revin=True,
                      seeds=3, progress=False, **FIT)
-    assert len(calls) == 1 and list(result.entries) == ["A", RIDGE, NAIVE]
-    assert result["A"].records[0].stop_reason == "interrupted"
+    assert len(calls) == 1 and list(result.entries) == ["A", RIDGE, NAIVE] and result.interrupted
+    assert result["A"].records[0].stop_reason == "interrupted" and result.budget_limited("A")
+
+
+# --- what is checked before any training ---------------------------------------------------------------
+
+def fit_calls(monkeypatch) -> list:
+    """The calls of fit from the protocol, recorded and not run."""
+    calls = []
+    monkeypatch.setattr(protocol, "fit", lambda *args, **kwargs: calls.append(args))
+    return calls
+
+
+def test_a_forecast_of_the_wrong_shape_is_refused_before_any_training(monkeypatch):
+    calls = fit_calls(monkeypatch)
+    task = small_task()
+    wrong_horizon = Trainable(lambda revin: LinearForecaster(lookback=LOOKBACK, horizon=24, revin=revin))
+    with pytest.raises(ValueError, match=r"short forecasts shape \(2, 24, 1\) on two training windows, but "
+                                         r"the task's targets are \(2, 12, 1\) \(N, horizon, channels\); "
+                                         r"build it with horizon=12 and 1 channel"):
+        compare(task, {"fine": Trainable(dlinear), "short": wrong_horizon}, revin=True, progress=False, **FIT)
+    two_channels = Trainable(lambda revin: LinearForecaster(lookback=LOOKBACK, horizon=HORIZON, channels=2,
+                                                            revin=revin))
+    task2 = dataclasses.replace(task, train=(task.train[0].expand(-1, -1, 2), task.train[1]))
+    with pytest.raises(ValueError, match=r"wide forecasts shape \(2, 12, 2\) on two training windows"):
+        compare(task2, {"wide": two_channels}, revin=True, progress=False, **FIT)
+    assert calls == []
+
+
+def test_other_setups_are_refused_before_any_training(monkeypatch):
+    calls = fit_calls(monkeypatch)
+    task = small_task()
+    ignores_revin = Trainable(lambda revin: LinearForecaster(lookback=LOOKBACK, horizon=HORIZON))
+    with pytest.raises(ValueError, match=r"M was built with revin=False, but this comparison uses "
+                                         r"revin=True .* lambda revin: Model\(\.\.\., revin=revin\)"):
+        compare(task, {"M": ignores_revin}, revin=True, progress=False, **FIT)
+    with pytest.raises(TypeError, match=r"M: build\(revin=\.\.\.\) must return an nn.Module, got str"):
+        compare(task, {"M": Trainable(lambda revin: "model")}, revin=True, progress=False, **FIT)
+
+    class Frozen(torch.nn.Module):
+        revin = True
+
+        def forward(self, x):
+            return x[:, -HORIZON:]
+
+    with pytest.raises(ValueError, match=r"F has no trainable parameters"):
+        compare(task, {"F": Trainable(lambda revin: Frozen())}, revin=True, progress=False, **FIT)
+    with pytest.raises(ZeroDivisionError) as err:
+        compare(task, {"Z": Trainable(lambda revin: 1 / 0)}, revin=True, progress=False, **FIT)
+    assert "Z: build(revin=True) raised this while the models were checked, before any training" in str(
+        err.value.__notes__)
+    with pytest.raises(ValueError, match=r"patience must be an int >= 1"):
+        compare(task, {"A": Trainable(dlinear)}, revin=True, progress=False, epochs=2, patience=0)
+    with pytest.raises(ValueError, match=r"A: schedule\(2\) returned 0.0"):
+        compare(task, {"A": Trainable(dlinear, schedule=lambda e: 1.0 if e < 2 else 0.0)}, revin=True,
+                progress=False, epochs=4)
+    holed = task.test[1].clone()
+    holed[4, 2, 0] = math.nan
+    bad_test = dataclasses.replace(task, test=(task.test[0], holed))
+    with pytest.raises(ValueError, match=r"test targets hold NaN or inf values in 1 window\(s\), first in "
+                                         r"window 4"):
+        compare(bad_test, {"A": Trainable(dlinear)}, revin=True, progress=False, **FIT)
+    two = {part: (getattr(task, part)[0], getattr(task, part)[1].expand(-1, -1, 2))
+           for part in ("train", "val", "test")}                           # targets of two channels
+    with pytest.raises(ValueError, match=r"task.scaler cannot map the targets' 2 channel\(s\) back to MW "
+                                         r"\(index 1 is out of bounds.*or pass unit=None"):
+        compare(dataclasses.replace(task, **two), {"A": Trainable(dlinear)}, revin=True, progress=False)
+    assert calls == []
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(revin="yes"), TypeError, r"revin must be True or False .*got 'yes'"),
+    (dict(models={"M": dlinear}), TypeError, r"models must be a dict of name -> Trainable"),
+    (dict(models={RIDGE: Trainable(dlinear)}), ValueError, r"names \['ridge \(closed form\)'\] are taken"),
+    (dict(models={3: Trainable(dlinear)}), TypeError, r"each name a non-empty str"),
+    (dict(naive_period=336), ValueError, r"needs 336 steps of history, but the windows hold 192.*"
+                                         r"naive_period=None"),
+    (dict(naive_period=0), ValueError, r"naive_period must be None or an int >= 1 .*got 0"),
+    (dict(naive_period=-24), ValueError, r"naive_period must be None or an int >= 1 .*got -24"),
+    (dict(naive_period=24.0), ValueError, r"naive_period must be None or an int >= 1 .*got the float 24.0; "
+                                          r"pass naive_period=24"),
+    (dict(naive_period=True), ValueError, r"naive_period must be None or an int >= 1 .*a bool"),
+    (dict(seeds=0), ValueError, r"seeds must be a count >= 1 or a list of distinct ints >= 0, got 0"),
+    (dict(seeds=True), ValueError, r"seeds must be a count >= 1 .*got True"),
+    (dict(seeds=2.0), ValueError, r"seeds must be a count >= 1 .*got 2.0; pass seeds=2"),
+    (dict(seeds=[1, 1]), ValueError, r"seeds must be .* distinct ints >= 0, got \[1, 1\]"),
+    (dict(seeds=[0, -1]), ValueError, r"seeds must be .* distinct ints >= 0, got \[0, -1\]"),
+    (dict(seeds=[0, 2 ** 32]), ValueError, r"seeds .* below 2\*\*32"),
+    (dict(seeds=[]), ValueError, r"seeds must be .*got \[\]"),
+    (dict(seeds=[0, True]), ValueError, r"seeds must be .*got \[0, True\]"),
+    (dict(unit=3), TypeError, r"unit must be None or a str such as 'MW', got int"),
+    (dict(progress="no"), TypeError, r"progress must be True or False"),
+    (dict(seed=3), TypeError, r"compare seeds every run itself: pass seeds=\.\.\. \(a count or a list\), "
+                              r"not seed"),
+    (dict(lrr=0.1), TypeError, r"fit takes no option 'lrr'"),
+    (dict(lr=-0.1), ValueError, r"lr must be a positive finite number"),
+])
+def test_bad_arguments_of_compare_are_refused_saying_what_to_do(kwargs, error, message):
+    task = small_task()
+    models = kwargs.pop("models", {})
+    with pytest.raises(error, match=message):
+        compare(task, models, **{"revin": True, **kwargs})
+
+
+@pytest.mark.parametrize("change, error, message", [
+    (lambda t: (t.train, t.val), TypeError, r"task must be a labsupport.data.ForecastTask .*got tuple"),
+    (lambda t: dataclasses.replace(t, eval_stride=0), ValueError, r"task.eval_stride must be an int >= 1"),
+    (lambda t: dataclasses.replace(t, horizon=24), ValueError, r"task.horizon 24 != the targets' 12"),
+    (lambda t: dataclasses.replace(t, test=(t.test[0][:2], t.test[1][:2])), ValueError,
+     r"2 test windows: the paired test needs more than overlap = 2"),
+    (lambda t: dataclasses.replace(t, val=(t.val[0], t.val[1][:, :6])), ValueError,
+     r"val targets are \(N, 6, 1\) but train targets \(N, 12, 1\)"),
+])
+def test_a_task_that_does_not_fit_the_protocol_is_refused(change, error, message):
+    with pytest.raises(error, match=message):
+        compare(change(small_task()), {}, revin=True)
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda: Trainable(3), TypeError, r"build must be a callable build\(revin=bool\) -> nn.Module, got int"),
+    (lambda: Trainable(dlinear, seeds=[1, 1]), ValueError, r"seeds must be .* distinct ints >= 0, "
+                                                           r"got \[1, 1\]"),
+    (lambda: Trainable(dlinear, seeds=0), ValueError, r"seeds must be a count >= 1"),
+    (lambda: Trainable(dlinear, clip=0), ValueError, r"clip must be None or a positive finite number"),
+    (lambda: Trainable(dlinear, epochs=2.0), ValueError, r"epochs must be an int >= 1 .*pass epochs=2"),
+    (lambda: Trainable(dlinear, max_seconds=math.nan), ValueError, r"max_seconds must be None or a positive"),
+    (lambda: Trainable(dlinear, device="cpu"), TypeError, r"compare sets device for every model: pass "
+                                                         r"device=\.\.\. to compare"),
+    (lambda: Trainable(dlinear, lr_=1.0), TypeError, r"fit takes no option 'lr_'"),
+])
+def test_bad_trainables_are_refused_when_made(make, error, message):
+    with pytest.raises(error, match=message):
+        make()
+
+
+def test_warmup_cosine_rises_then_falls_to_the_floor():
+    m = [warmup_cosine(10, warmup=2, floor=0.1)(e) for e in range(12)]
+    assert m[:2] == pytest.approx([1 / 3, 2 / 3]) and m[2] == pytest.approx(1.0)
+    assert m[9] == pytest.approx(0.1) and m[11] == pytest.approx(0.1)     # stays at the floor
+    assert all(a >= b for a, b in zip(m[2:], m[3:]))
+    assert warmup_cosine(1, warmup=0)(0) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("args, kwargs, message", [
+    ((3,), dict(warmup=3), r"warmup must be below epochs \(warm-up epochs, then the cosine\), got warmup 3, "
+                           r"epochs 3"),
+    ((0,), {}, r"epochs must be an int >= 1 .*got 0"),
+    ((True,), {}, r"epochs must be an int >= 1 .*a bool"),
+    ((4.0,), {}, r"epochs must be an int >= 1 .*pass epochs=4"),
+    ((4,), dict(warmup=-1), r"warmup must be an int >= 0 .*got -1"),
+    ((4,), dict(warmup=1.0), r"warmup must be an int >= 0 .*pass warmup=1"),
+    ((4,), dict(warmup=True), r"warmup must be an int >= 0 .*a bool"),
+    ((4,), dict(floor=0.0), r"floor must be a number in \(0, 1\] .*got 0.0; 0 would make the last epoch's "
+                            r"learning rate 0, which fit refuses"),
+    ((4,), dict(floor=-0.1), r"floor must be a number in \(0, 1\]"),
+    ((4,), dict(floor=1.5), r"floor must be a number in \(0, 1\]"),
+    ((4,), dict(floor=math.nan), r"floor must be a number in \(0, 1\] .*got nan"),
+    ((4,), dict(floor=True), r"floor must be a number in \(0, 1\] .*got True"),
+])
+def test_warmup_cosine_refuses_bad_settings(args, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        warmup_cosine(*args, **kwargs)
+
+
+def test_the_book_tasks_overlap_comes_from_its_stride():
+    task = small_task()
+    assert np.ceil(task.horizon / task.eval_stride) == 2
+    result = compare(dataclasses.replace(task, eval_stride=12), {}, revin=False)
+    assert result.overlap == 1

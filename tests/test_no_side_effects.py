@@ -9,6 +9,7 @@ the global generator, as every ``torch.nn`` module does (`set_seed` makes that r
 their forward passes (in eval mode) are measured.
 """
 import copy
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -34,7 +35,7 @@ from labsupport import train as Tr
 from labsupport import validation as V
 
 MODULES = ["attention", "layers", "positional", "memory", "models", "data", "train", "timing", "plots",
-           "widgets", "profile", "report", "validation", "compare", "devices"]
+           "widgets", "profile", "report", "validation", "compare", "devices", "randomstate"]
 
 EXEMPT = {
     # records and exceptions: no behaviour to test
@@ -44,12 +45,13 @@ EXEMPT = {
     "memory.MemoryState": "a record", "timing.Timing": "a record", "profile.Profile": "a record",
     "report.RunStart": "a record",
     "train.Metrics": "a record", "train.History": "a record",
-    "compare.TrainingRecord": "a record", "compare.Entry": "a record",
+    "compare.TrainingRecord": "a record", "compare.Entry": "a record", "compare.RunFailure": "a record",
+    "compare.PairedTest": "a frozen record",
     "compare.Comparison": "a record of results: its methods read and print it (tests/test_compare.py)",
     "positional.AttentionPosition": "an abstract base; its subclasses are measured",
     # a documented job that is a side effect
     "attention.attention_kernel": "declares a spec: setting .spec on the kernel it decorates is its job",
-    "train.set_seed": "seeding the global generators is its documented job",
+    "randomstate.set_seed": "seeding the global generators is its documented job",
     "plots.use_book_style": "setting matplotlib's rcParams is its documented job",
     # covered elsewhere
     "widgets.encoding_explorer": "interactive: draws with encoding_figure, measured here",
@@ -197,6 +199,12 @@ CASES = {   # name: () -> (callable, args, kwargs)
                               (t(10, 12, 1, seed=2), t(10, 3, 1, seed=3))),
     "train.predict": lambda: case(Tr.predict, _small_patch_model(), t(5, 12, 1), batch_size=2),
     "train.evaluate": lambda: case(Tr.evaluate, _small_patch_model(), (t(5, 12, 1), t(5, 3, 1, seed=1))),
+    "train.window_errors": lambda: case(Tr.window_errors, _small_patch_model(), (t(5, 12, 1), t(5, 3, 1, seed=1)),
+                                        scaler=D.Standardizer().fit(np.arange(8.0).reshape(4, 2)), channels=[1]),
+    "train.check_fit_options": lambda: case(Tr.check_fit_options, epochs=3, lr=0.1, clip=None,
+                                            schedule=C.warmup_cosine(3)),
+    "train.check_batch_size": lambda: case(Tr.check_batch_size, np.int64(8)),
+    "randomstate.kept_random_state": lambda: case(_seeds_inside_a_kept_state),
     # timing
     "timing.sdpa_backend_used": lambda: case(T.sdpa_backend_used, *qkv()),
     "timing.time_call": lambda: case(T.time_call, A.naive_attention, *qkv(), reps=2),
@@ -281,23 +289,40 @@ if hasattr(Ly, "sublayer"):                  # gone from main since this file wa
 def _compare():
     """Two seeds of a small DLinear beside the ridge and the naive: the task's tensors and
     the global generators must not change (each run seeds inside a fork)."""
+    spec = C.Trainable(_small_dlinear)
+    return case(C.compare, _tiny_task(), {"DLinear": spec}, revin=True, seeds=2, naive_period=6, epochs=2,
+                batch_size=16, progress=False)
+
+
+def _tiny_task():
+    """60 windows of 12 steps in, 3 out: 40 to train on, 10 to validate, 10 to test."""
     x = t(60, 12, 1)
     y = t(60, 3, 1, seed=1)
-    task = D.ForecastTask((x[:40], y[:40]), (x[40:50], y[40:50]), (x[50:], y[50:]),
+    return D.ForecastTask((x[:40], y[:40]), (x[40:50], y[40:50]), (x[50:], y[50:]),
                           D.Standardizer().fit(np.zeros((4, 1), dtype=np.float32) + np.arange(4.0)[:, None]),
-                          ("c0",), 12, 3)
-    spec = C.Trainable(lambda revin: Mo.LinearForecaster(lookback=12, horizon=3, kernel_size=5, revin=revin))
-    return case(C.compare, task, {"DLinear": spec}, revin=True, seeds=2, naive_period=6, epochs=2,
-                batch_size=16, progress=False)
+                          ("c0",), 12, 3, eval_stride=3)
+
+
+def _small_dlinear(revin):
+    return Mo.LinearForecaster(lookback=12, horizon=3, kernel_size=5, revin=revin)
 
 
 CASES.update({
     "compare.compare": _compare,
-    "compare.training_record": lambda: case(C.training_record, Tr.History(
-        train_loss=[1.0, 0.5], val_loss=[1.0, 0.7], epoch_seconds=[0.1, 0.1], best_epoch=1), epochs=2, patience=1),
+    "compare.diebold_mariano": lambda: case(C.diebold_mariano, t(30).double(), overlap=2),
+    "train.check_count": lambda: case(Tr.check_count, "epochs", np.int64(3), least=1, what="the budget"),
+    "train.check_windows": lambda: case(Tr.check_windows, "test", (t(4, 12, 1), t(4, 3, 1, seed=1))),
     "compare.warmup_cosine": lambda: case(C.warmup_cosine, 4, warmup=1),
     "compare.Trainable": lambda: case(C.Trainable, lambda revin: None, seeds=[0, 2], lr=0.1),
 })
+
+
+def _seeds_inside_a_kept_state():
+    """Seeding and drawing inside `kept_random_state` leave the caller's streams as they were."""
+    from labsupport.randomstate import kept_random_state, set_seed
+    with kept_random_state():
+        set_seed(11)
+        return torch.rand(2), np.random.rand(2), random.random()
 
 
 def _small_patch_model():
@@ -402,6 +427,11 @@ def same(a, b) -> bool:
         return True
     if isinstance(a, D.Series):
         return same((a.timestamps, a.values, a.columns), (b.timestamps, b.values, b.columns))
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):      # a ForecastTask: its fields
+        return type(a) is type(b) and all(same(getattr(a, f.name), getattr(b, f.name))
+                                          for f in dataclasses.fields(a))
+    if isinstance(a, D.Standardizer):
+        return same((a.mean, a.std), (b.mean, b.std))
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)):
@@ -442,6 +472,7 @@ def test_side_effects_are_seen():
         "the random module's generator"]
     layer = built(torch.nn.Linear, 2, 2)
     assert side_effects(layer.reset_parameters, (), {}) == ["its module", "the global torch generator"]
+    assert side_effects(lambda task: task.test[1].add_(1.0), (_tiny_task(),), {}) == ["argument 0"]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -462,3 +493,96 @@ def test_drawing_from_the_global_generator_is_documented_where_it_happens(call):
     rng = torch.get_rng_state()
     call()
     assert not torch.equal(torch.get_rng_state(), rng)
+
+
+# --- the comparison protocol and fit on every path: success, failure, Stop --------------------------
+
+class _Faulty(torch.nn.Module):
+    """A tiny forecaster with dropout (training draws random numbers) that forecasts NaN in its
+    ``nan_from``-th training call on, or raises KeyboardInterrupt (Stop) at its ``stop_at``-th."""
+
+    def __init__(self, revin=False, nan_from=None, stop_at=None):
+        super().__init__()
+        self.inner, self.drop = _small_dlinear(revin), torch.nn.Dropout(0.2)
+        self.revin, self.nan_from, self.stop_at, self.calls = self.inner.revin, nan_from, stop_at, 0
+
+    def forward(self, x):
+        y = self.inner(self.drop(x))
+        if self.training:
+            self.calls += 1
+            if self.calls == self.stop_at:
+                raise KeyboardInterrupt
+            if self.nan_from is not None and self.calls >= self.nan_from:
+                return y * float("nan")
+        return y
+
+
+def _counted(build, fail_on, error):
+    """``build``, raising ``error`` at its ``fail_on``-th call (the first is the check before training)."""
+    calls = [0]
+
+    def wrapped(revin):
+        calls[0] += 1
+        if calls[0] == fail_on:
+            raise error
+        return build(revin)
+    return wrapped
+
+
+def _raises(fn, error):
+    """``fn``, that must raise ``error``: the state after the raise is what is measured."""
+    def call(*args, **kwargs):
+        with pytest.raises(error):
+            fn(*args, **kwargs)
+    return call
+
+
+def _compare_case(models, fn=C.compare, **options):
+    return case(fn, _tiny_task(), models, revin=False, seeds=2, naive_period=6, epochs=2, batch_size=16,
+                progress=False, **options)
+
+
+COMPARE_PATHS = {
+    "success": lambda: _compare_case({"A": C.Trainable(lambda revin: _Faulty(revin))}),
+    "a run that raises": lambda: _compare_case(
+        {"A": C.Trainable(_counted(_Faulty, 3, RuntimeError("boom"))), "B": C.Trainable(_Faulty)}),
+    "a run that diverges with nothing to keep": lambda: _compare_case(
+        {"A": C.Trainable(lambda revin: _Faulty(revin, nan_from=1)), "B": C.Trainable(_Faulty)}),
+    "Stop during a build": lambda: _compare_case(
+        {"A": C.Trainable(_counted(_Faulty, 3, KeyboardInterrupt())), "B": C.Trainable(_Faulty)}),
+    "Stop inside fit": lambda: _compare_case({"A": C.Trainable(lambda revin: _Faulty(revin, stop_at=4))}),
+    "an error that propagates": lambda: _compare_case(
+        {"A": C.Trainable(_Faulty), "B": C.Trainable(lambda revin: Mo.LinearForecaster(
+            lookback=12, horizon=4, kernel_size=5, revin=revin))}, fn=_raises(C.compare, ValueError)),
+}
+
+
+@pytest.mark.parametrize("path", list(COMPARE_PATHS))
+def test_compare_leaves_the_task_and_the_random_states_alone_on_every_path(path):
+    fn, args, kwargs = COMPARE_PATHS[path]()
+    assert side_effects(fn, args, kwargs) == [], f"compare, {path}, changed what the caller holds"
+
+
+SCHEDULES = {"constant": "constant", "type1": "type1", "type3": "type3",
+             "a callable": lambda epoch: 1.0 / (1 + epoch), "warmup_cosine": C.warmup_cosine(3)}
+FIT_PATHS = {                                   # what the model does; the error fit raises
+    "success": (dict(), None),
+    "diverges after an epoch": (dict(nan_from=4), FloatingPointError),      # 3 batches an epoch
+    "diverges at once": (dict(nan_from=1), FloatingPointError),
+    "Stop in the second epoch": (dict(stop_at=5), None),
+}
+
+
+def _fit_a_faulty_model(train, val, *, schedule, behaviour, error):
+    model = built(_Faulty, **behaviour).train()
+    call = Tr.fit if error is None else _raises(Tr.fit, error)
+    return call(model, train, val, epochs=3, batch_size=16, schedule=schedule, progress=False)
+
+
+@pytest.mark.parametrize("path", list(FIT_PATHS))
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+def test_fit_leaves_the_data_and_the_random_states_alone_with_every_schedule_on_every_path(schedule, path):
+    behaviour, error = FIT_PATHS[path]
+    data = ((t(40, 12, 1), t(40, 3, 1, seed=1)), (t(10, 12, 1, seed=2), t(10, 3, 1, seed=3)))
+    kwargs = dict(schedule=SCHEDULES[schedule], behaviour=behaviour, error=error)
+    assert side_effects(_fit_a_faulty_model, data, kwargs) == [], f"fit, {schedule}, {path}"

@@ -7,7 +7,16 @@ from torch import nn
 
 from labsupport import devices, report
 from labsupport.data import Standardizer
-from labsupport.train import Metrics, evaluate, fit, pick_device, predict, set_seed
+from labsupport.train import (
+    Metrics,
+    check_fit_options,
+    evaluate,
+    fit,
+    pick_device,
+    predict,
+    set_seed,
+    window_errors,
+)
 
 
 def toy_data(n=64, L=12, T=3, seed=0):
@@ -54,7 +63,7 @@ def test_early_stopping_restores_the_best_weights():
 
 
 def test_max_seconds_stops_training():
-    history = fit(Flat(), toy_data(), toy_data(), epochs=1000, max_seconds=0.0, progress=False)
+    history = fit(Flat(), toy_data(), toy_data(), epochs=1000, max_seconds=1e-9, progress=False)
     assert len(history.train_loss) == 1
 
 
@@ -78,14 +87,139 @@ def test_bad_data_is_named():
         fit(Flat(), (torch.zeros(4, 12, 1), torch.zeros(3, 3, 1)), toy_data(), progress=False)
 
 
-@pytest.mark.parametrize("option, message", [
-    (dict(epochs=0), "epochs must be a positive int, got 0"),
-    (dict(batch_size=2.5), "batch_size must be a positive int, got 2.5"),
-    (dict(lr=0.0), "lr must be a positive learning rate, got 0.0"),
-    (dict(lr=float("nan")), "lr must be a finite number, got nan")])
-def test_bad_training_settings_are_named(option, message):
+# Every numeric option of fit, by class: sign, zero, NaN, inf, a bool or a float where an int is
+# meant. Each names the option, what it expected, what arrived and the fix.
+BAD_FIT_OPTIONS = [
+    # counts: epochs, batch_size, patience
+    (dict(epochs=0), r"epochs must be an int >= 1 \(the epoch budget\), got 0"),
+    (dict(epochs=-2), r"epochs must be an int >= 1 .*got -2"),
+    (dict(epochs=3.0), r"epochs must be an int >= 1 .*got the float 3.0; pass epochs=3"),
+    (dict(epochs=True), r"epochs must be an int >= 1 .*got True: a bool is not a count"),
+    (dict(epochs=float("nan")), r"epochs must be an int >= 1 .*got the float nan"),
+    (dict(batch_size=2.5), r"batch_size must be an int >= 1 \(windows per batch\), got the float 2.5"),
+    (dict(batch_size=0), r"batch_size must be an int >= 1 .*got 0"),
+    (dict(batch_size=False), r"batch_size must be an int >= 1 .*got False: a bool is not a count"),
+    (dict(patience=0), r"patience must be an int >= 1 .*got 0.*patience=0 would stop after one epoch "
+                       r"and call it converged"),
+    (dict(patience=-1), r"patience must be an int >= 1 .*got -1"),
+    (dict(patience=2.0), r"patience must be an int >= 1 .*got the float 2.0; pass patience=2"),
+    (dict(patience=True), r"patience must be an int >= 1 .*a bool is not a count"),
+    # the learning rate and the penalty
+    (dict(lr=0.0), r"lr must be a positive finite number \(Adam's learning rate\), got 0.0; "
+                   r"pass e.g. lr=1e-3"),
+    (dict(lr=-1e-3), r"lr must be a positive finite number .*got -0.001"),
+    (dict(lr=float("nan")), r"lr must be a positive finite number .*got nan"),
+    (dict(lr=float("inf")), r"lr must be a positive finite number .*got inf"),
+    (dict(lr=True), r"lr must be a positive finite number .*got True: a bool is not a number"),
+    (dict(weight_decay=-0.1), r"weight_decay must be a finite number >= 0 \(Adam's L2 penalty\), got -0.1; "
+                              r"pass weight_decay=0.0 for none"),
+    (dict(weight_decay=float("nan")), r"weight_decay must be a finite number >= 0 .*got nan"),
+    (dict(weight_decay=float("inf")), r"weight_decay must be a finite number >= 0 .*got inf"),
+    (dict(weight_decay=True), r"weight_decay must be .*a bool is not a number"),
+    # None or a positive finite number: clip, max_seconds
+    (dict(clip=-1.0), r"clip must be None or a positive finite number \(the largest gradient norm\), got "
+                      r"-1.0; a negative clip would ascend the gradient and 0 would freeze training: pass "
+                      r"e.g. clip=1.0, or clip=None for no clipping"),
+    (dict(clip=0), r"clip must be None or a positive finite number .*got 0"),
+    (dict(clip=float("nan")), r"clip must be None or a positive finite number .*got nan"),
+    (dict(clip=float("inf")), r"clip must be None or a positive finite number .*got inf"),
+    (dict(clip=True), r"clip must be None or a positive finite number .*got True: a bool is not a number"),
+    (dict(max_seconds=float("nan")), r"max_seconds must be None or a positive finite number \(a time "
+                                     r"budget in seconds\), got nan"),
+    (dict(max_seconds=0), r"max_seconds must be None or a positive finite number .*got 0.*"
+                          r"max_seconds=None for no limit"),
+    (dict(max_seconds=-5.0), r"max_seconds must be None or a positive finite number .*got -5.0"),
+    (dict(max_seconds=float("inf")), r"max_seconds must be None or a positive finite number .*got inf"),
+    (dict(max_seconds=True), r"max_seconds must be .*a bool is not a number"),
+    # the seed: None or an int >= 0
+    (dict(seed=-1), r"seed must be None or an int >= 0 \(the seed of batch order and dropout\), got -1"),
+    (dict(seed=3.0), r"seed must be None or an int >= 0 .*got the float 3.0; pass seed=3"),
+    (dict(seed=True), r"seed must be None or an int >= 0 .*a bool is not a count"),
+]
+
+
+@pytest.mark.parametrize("option, message", BAD_FIT_OPTIONS,
+                         ids=lambda v: str(v) if isinstance(v, dict) else "")
+def test_bad_training_settings_are_named_with_the_fix(option, message):
+    model = BlowsUp(at=1)                              # a model that is never called: refused first
     with pytest.raises(ValueError, match=message):
-        fit(Flat(), toy_data(), toy_data(seed=1), progress=False, **option)
+        fit(model, toy_data(), toy_data(seed=1), progress=False, **option)
+    assert model.calls == 0 and model.snapshots == []
+
+
+def test_options_of_the_wrong_type_are_refused_by_name():
+    with pytest.raises(TypeError, match=r"epochs must be an int >= 1 .*got str '3'"):
+        fit(Flat(), toy_data(), toy_data(), epochs="3", progress=False)
+    with pytest.raises(TypeError, match=r"clip must be None or a positive finite number .*got str '1'"):
+        fit(Flat(), toy_data(), toy_data(), clip="1", progress=False)
+
+
+def test_check_fit_options_knows_every_option_of_fit_and_no_other():
+    import inspect
+    defaults = {name: p.default for name, p in inspect.signature(fit).parameters.items()
+                if p.kind is p.KEYWORD_ONLY}
+    assert check_fit_options(**defaults)["epochs"] == 20                 # every default is in range
+    with pytest.raises(TypeError, match=r"fit takes no option 'lrr'; its options are epochs, lr, "):
+        check_fit_options(lrr=1e-3)
+    assert check_fit_options(epochs=np.int64(4), lr=1) == {"epochs": 4, "lr": 1.0}
+    assert type(check_fit_options(epochs=np.int64(4))["epochs"]) is int
+
+
+def test_good_edge_values_are_accepted():
+    for option in (dict(clip=None), dict(clip=1e-3), dict(max_seconds=1e-9), dict(weight_decay=0),
+                   dict(seed=None), dict(seed=0), dict(epochs=np.int64(2)), dict(patience=1)):
+        history = fit(Flat(), toy_data(), toy_data(seed=1), epochs=option.pop("epochs", 2),
+                      progress=False, **option)
+        assert len(history.val_loss) >= 1
+
+
+def test_a_schedule_that_fails_at_a_later_epoch_is_refused_before_training():
+    model = BlowsUp(at=1)
+    with pytest.raises(ValueError, match=r"schedule\(4\) returned 0.0; expected a multiplier > 0 of lr"):
+        fit(model, toy_data(), toy_data(), epochs=6, schedule=lambda e: 1.0 if e < 4 else 0.0,
+            progress=False)
+    assert model.calls == 0
+
+
+@pytest.mark.parametrize("call", ["predict", "evaluate", "window_errors"])
+@pytest.mark.parametrize("batch_size, error, message", [
+    (0, ValueError, r"batch_size must be an int >= 1 .*got 0"),
+    (-4, ValueError, r"batch_size must be an int >= 1 .*got -4"),
+    (8.0, ValueError, r"batch_size must be an int >= 1 .*got the float 8.0; pass batch_size=8"),
+    (True, ValueError, r"batch_size must be an int >= 1 .*a bool is not a count"),
+    ("8", TypeError, r"batch_size must be an int >= 1 .*got str '8'"),
+])
+def test_scoring_refuses_a_bad_batch_size(call, batch_size, error, message):
+    x, y = toy_data()
+    run = {"predict": lambda: predict(Flat(), x, batch_size=batch_size),
+           "evaluate": lambda: evaluate(Flat(), (x, y), batch_size=batch_size),
+           "window_errors": lambda: window_errors(Flat(), (x, y), batch_size=batch_size)}[call]
+    with pytest.raises(error, match=message):
+        run()
+
+
+def test_window_errors_are_each_windows_mean_over_horizon_and_channels():
+    x, y = toy_data(n=10)
+    scaler = Standardizer().fit(np.array([[1000.0], [3000.0]]))             # mean 2000, std 1000
+    forecast = lambda inputs: torch.zeros(len(inputs), 3, 1)               # noqa: E731
+    errors = window_errors(forecast, (x, y), scaler=scaler, channels=[0])
+    assert set(errors) == {"mse", "mae", "mae_orig"}
+    expected = y.double()[:, :, 0]                                          # (N, T): error = -y
+    torch.testing.assert_close(errors["mse"], expected.pow(2).mean(dim=1))
+    torch.testing.assert_close(errors["mae"], expected.abs().mean(dim=1))
+    torch.testing.assert_close(errors["mae_orig"], 1000.0 * expected.abs().mean(dim=1), rtol=1e-6, atol=1e-6)
+    assert errors["mse"].dtype == torch.float64 and errors["mse"].shape == (10,)
+    metrics = evaluate(forecast, (x, y), scaler=scaler, channels=[0])
+    assert errors["mse"].mean().item() == pytest.approx(metrics.mse, rel=1e-6)
+    assert errors["mae_orig"].mean().item() == pytest.approx(metrics.mae_orig, rel=1e-6)
+    assert set(window_errors(forecast, (x, y))) == {"mse", "mae"}
+    with pytest.raises(ValueError, match=r"forecast shape \(10, 2, 1\) != target shape \(10, 3, 1\)"):
+        window_errors(lambda inputs: torch.zeros(len(inputs), 2, 1), (x, y))
+
+
+def test_set_seed_lives_with_kept_random_state_and_train_re_exports_it():
+    from labsupport import randomstate
+    assert set_seed is randomstate.set_seed
 
 
 def test_set_seed_seeds_torch_numpy_and_random():
@@ -276,7 +410,7 @@ def test_seed_none_uses_the_global_generator():
     fit(model, toy_data(), toy_data(seed=1), epochs=3, batch_size=16, seed=None, progress=False)
     assert not torch.equal(model.linear.weight, a)
     assert not torch.equal(state, torch.get_rng_state())     # and fit drew from it
-    with pytest.raises(TypeError, match=r"seed must be an int or None, got '3'"):
+    with pytest.raises(TypeError, match=r"seed must be None or an int >= 0 .*got str '3'"):
         fit(Flat(), toy_data(), toy_data(), seed="3", progress=False)
 
 
@@ -331,7 +465,7 @@ def test_stop_reason_and_total_seconds():
     budget = fit(Flat(), train, val, epochs=3, lr=1e-2, patience=3, progress=False)
     assert budget.stop_reason == "epochs" and not budget.converged and not budget.stopped_early
     assert budget.total_seconds >= sum(budget.epoch_seconds) > 0
-    timed = fit(Flat(), train, val, epochs=50, max_seconds=0.0, progress=False)
+    timed = fit(Flat(), train, val, epochs=50, max_seconds=1e-9, progress=False)
     assert timed.stop_reason == "time" and timed.stopped_early and not timed.converged
     stuck = fit(Flat(), train, (val[0], val[1] + 10.0), epochs=50, lr=5e-2, batch_size=8, patience=2,
                 progress=False)

@@ -1,0 +1,205 @@
+"""How a `Comparison` is shown: `rows` (one dict per model), `table` (printed through
+`labsupport.report.table`, with a legend under it) and `plot` (seeds as dots)."""
+from __future__ import annotations
+
+import statistics
+import textwrap
+
+from ..report import table as print_table
+from .results import RIDGE, STOP_LABELS
+
+__all__ = ["rows", "table", "plot"]
+
+DETAIL = 110            # the longest error line printed under the table
+LEGEND_WIDTH = 100      # the legend's lines, wrapped for a plain-text rendering
+
+
+def _reference(comparison, reference):
+    """The row every paired difference is taken against: ``reference``, else the ridge, else none."""
+    if reference is not None:
+        comparison[reference]                                   # raises naming the models it has
+        return reference
+    return RIDGE if RIDGE in comparison.entries else None
+
+
+def _versus(comparison, name, reference, metric):
+    """The paired test of ``name - reference``, or None where there is none to make."""
+    if reference is None or name == reference:
+        return None
+    try:
+        return comparison.interval(name, reference, metric)
+    except ValueError:                    # a failed model, or one without per-window losses
+        return None
+
+
+def _row(comparison, name, metric, reference) -> dict:
+    e = comparison[name]
+    values = [v for v in e.values(metric) if v is not None]
+    records = e.records
+    has_unit = bool(e.metrics) and e.metrics[0].mae_orig is not None
+    return dict(
+        model=name, trained=e.trained, params=e.params, runs=len(e.metrics), failed_runs=len(e.failures),
+        failure=e.failure(), mean=e.mean(metric), min=min(values) if values else None,
+        max=max(values) if values else None, spread=e.spread(metric) if values else None,
+        mae=e.mean("mae"), mae_orig=e.mean("mae_orig") if has_unit else None,
+        epochs=[r.epochs_run for r in records], best_epochs=[r.best_epoch for r in records],
+        seconds_per_epoch=statistics.median(r.seconds_per_epoch for r in records) if records else None,
+        train_seconds=statistics.fmean(r.total_seconds for r in records) if records else e.fit_seconds,
+        stopped=_stopped(e), budget_limited=e.budget_limited,
+        settled=e.failure() is None and not e.budget_limited,
+        versus=_versus(comparison, name, reference, metric), reference=reference)
+
+
+def rows(comparison, metric: str = "mse", reference: str | None = None) -> list:
+    """One dict per model: ``model, trained, params, runs`` (successful), ``failed_runs``,
+    ``failure`` (why it failed, or None), ``mean, min, max, spread`` of ``metric`` over its
+    runs, ``mae, mae_orig``, ``epochs, best_epochs`` (per run), ``seconds_per_epoch``
+    (median), ``train_seconds`` (mean per run; the ridge's solve), ``stopped`` (stop reasons
+    per run), ``budget_limited, settled``, ``versus`` (the `PairedTest` of model minus
+    ``reference``, or None) and ``reference`` (default: the ridge)."""
+    comparison.label(metric)                                    # refuses an unknown metric
+    reference = _reference(comparison, reference)
+    return [_row(comparison, name, metric, reference) for name in comparison.entries]
+
+
+def _stopped(entry) -> str:
+    """Why each run stopped: 'converged 2/2', 'epoch budget 1/2, converged 1/2', 'failed 1/3'."""
+    if not entry.trained:
+        return "closed form" if entry.fit_seconds is not None else "-"
+    counts = {}
+    for r in entry.records:
+        counts[STOP_LABELS[r.stop_reason]] = counts.get(STOP_LABELS[r.stop_reason], 0) + 1
+    if entry.failures:
+        counts["failed"] = len(entry.failures)
+    total = entry.attempted
+    return ", ".join(f"{label} {n}/{total}" for label, n in counts.items()) or "-"
+
+
+def _span(values) -> str:
+    lo, hi = min(values), max(values)
+    return str(lo) if lo == hi else f"{lo}-{hi}"
+
+
+def _metric_cell(r, entry) -> str:
+    if r["failure"] is not None:
+        return f"failed: {entry.failure(short=True)}"
+    if r["runs"] == 0:
+        return "-"
+    if r["runs"] == 1:
+        return f"{r['mean']:.3f}" + (" (1 run)" if r["trained"] else "")
+    return f"{r['mean']:.3f} ({r['min']:.3f}-{r['max']:.3f})"
+
+
+def _seeds_cell(r) -> str:
+    if not r["trained"]:
+        return "-"
+    return f"{r['runs']}" + (f" (+{r['failed_runs']} failed)" if r["failed_runs"] else "")
+
+
+def _versus_cell(r) -> str:
+    if r["model"] == r["reference"]:
+        return "reference"
+    v = r["versus"]
+    return "-" if v is None else f"{v.mean:+.3f} ({v.low:+.3f} to {v.high:+.3f})"
+
+
+def _number(value, spec: str, failed: bool) -> str:
+    return "-" if value is None or failed else format(value, spec)
+
+
+def _cells(r, entry, unit) -> tuple:
+    failed = r["failure"] is not None
+    in_unit = [] if unit is None else [_number(r["mae_orig"], ".0f", failed)]
+    epochs = f"{_span(r['epochs'])} ({_span(r['best_epochs'])})" if r["epochs"] else "-"
+    return (r["model"], f"{r['params']:,}", _seeds_cell(r), _metric_cell(r, entry),
+            _number(r["mae"], ".3f", failed), *in_unit, epochs,
+            _number(r["seconds_per_epoch"], ".2f", False), _number(r["train_seconds"], ".1f", False),
+            r["stopped"], _versus_cell(r))
+
+
+def _legend(comparison, metric, reference) -> list:
+    """The lines under the table: what the numbers mean, which windows, which normalisation."""
+    tr, va, te = (comparison.windows[k] for k in ("train", "val", "test"))
+    h = comparison.overlap
+    overlap = ("test targets do not overlap, h = 1" if h == 1
+               else f"each test window's targets overlap the next {h - 1}'s, h = {h}")
+    norm = ("instance normalisation (RevIN) on for every trained model and the ridge"
+            if comparison.revin else "no instance normalisation for any model (revin=False)")
+    unit = "" if comparison.unit is None else f"; MAE ({comparison.unit}) in the series' unit"
+    lines = [f"{comparison.label(metric)} and MAE on the standardised series (training mean and std){unit}; "
+             "mean (min-max): over the successful runs, min-max over seeds being the seed spread (a "
+             "baseline has none)."]
+    if reference is not None:
+        lines.append(f"vs reference ({reference}): the row's per-window {comparison.label(metric)} (mean "
+                     f"over seeds) minus the reference's, averaged over the {te} test windows, with its 95% "
+                     "interval (Diebold-Mariano test, Newey-West variance, Harvey-Leybourne-Newbold "
+                     f"correction; {overlap}); negative: lower error than the reference.")
+    lines += ["'A beats B' needs both: a gap of means beyond the larger seed spread, and a paired "
+              "interval that excludes 0. A model whose runs stopped at their epoch or time budget "
+              "(or Stop) is not settled: a ranking it loses could reverse with more training.",
+              f"windows: train {tr:,}, validation {va:,}, test {te:,}, the same for every model; "
+              f"input: {norm}."]
+    if comparison.interrupted:
+        lines.append("interrupted: Stop ended the comparison; the rows hold the runs that finished.")
+    return [textwrap.fill(line, LEGEND_WIDTH, subsequent_indent="  ", break_on_hyphens=False)
+            for line in lines]
+
+
+def _failures(comparison) -> list:
+    out = []
+    for name, e in comparison.entries.items():
+        why = e.failure()
+        if why is not None:
+            line = f"{name}: {why}"
+            out.append(line if len(line) <= DETAIL else line[:DETAIL - 3] + "...")
+    return out
+
+
+def table(comparison, metric: str = "mse", reference: str | None = None) -> None:
+    """Print one row per model (`rows`), then the failures in full and the legend."""
+    found = rows(comparison, metric, reference)
+    reference = found[0]["reference"] if found else _reference(comparison, reference)
+    unit = comparison.unit
+    headers = ["model", "params", "seeds", f"{comparison.label(metric)}: mean (min-max)", "MAE",
+               *([] if unit is None else [f"MAE ({unit})"]), "epochs (best)", "s/epoch", "train s",
+               "stopped", "vs reference: diff (95% CI)"]
+    print_table(headers, [_cells(r, comparison[r["model"]], unit) for r in found])
+    failures = _failures(comparison)
+    if failures:
+        print("failed (never ranked):")
+        for line in failures:
+            print(f"  {line}")
+    for line in _legend(comparison, metric, reference):
+        print(line)
+
+
+def plot(comparison, ax=None, metric: str = "mse"):
+    """Seeds as dots (one row per trained model, the mean as a bar; failed models marked),
+    baselines as vertical lines. Returns the axes."""
+    import math
+
+    import matplotlib.pyplot as plt
+
+    from ..plots import PALETTE
+
+    entries = comparison.entries
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 0.45 * len(entries) + 1.2))
+    trained = [e for e in entries.values() if e.trained]
+    for row, e in enumerate(trained):
+        values = [v for v in e.values(metric) if v is not None and math.isfinite(v)]
+        ax.plot(values, [row] * len(values), "o", color=PALETTE[0], alpha=0.7,
+                label="one seed" if row == 0 else None)
+        if values and e.failure() is None:
+            ax.plot([e.mean(metric)] * 2, [row - 0.3, row + 0.3], color="black", lw=2,
+                    label="mean over seeds" if row == 0 else None)
+    styles = iter([("--", PALETTE[1]), (":", PALETTE[3]), ("-.", PALETTE[2])])
+    for e in entries.values():
+        if not e.trained and e.failure() is None:
+            style, colour = next(styles, ("--", "grey"))
+            ax.axvline(e.mean(metric), ls=style, color=colour, label=e.name)
+    ax.set_yticks(range(len(trained)), [e.name + (" (failed)" if e.failure() else "") for e in trained])
+    ax.invert_yaxis()
+    ax.set_xlabel(f"{comparison.label(metric)}{' (scaled)' if metric != 'mae_orig' else ''}, lower is better")
+    ax.legend(loc="best", fontsize=8)
+    return ax
