@@ -207,8 +207,40 @@ def _type3(epoch: int) -> float:
 # epoch (from 0) -> multiplier of lr. The official scripts call adjust_learning_rate(epoch + 1)
 # after each epoch, so epoch e trains at the rate those functions give for e (e >= 1) and at
 # lr for e = 0: type1 lr * 0.5 ** max(0, e - 1), type3 lr * 0.9 ** max(0, e - 3).
-SCHEDULES = {"constant": _constant, "type1": _type1, "type3": _type3}
-_SCHEDULE_HELP = "schedule must be None, 'constant', 'type1', 'type3' or a callable epoch -> multiplier"
+@dataclass(frozen=True)
+class Plateau:
+    """Lower the learning rate when validation stops improving: after every epoch whose
+    validation loss is no better than the best so far, the rate is multiplied by ``factor``
+    (PyTorch's ``ReduceLROnPlateau`` with patience 0), after ``warmup`` epochs of a linear
+    ramp. With `fit`'s early stopping (``patience`` p) a run then stops after p epochs
+    without improvement with its rate cut p times: it ends annealed *and* by early
+    stopping, so a short budget is not what ends it.
+
+    Math: ``lr_e = lr * w(e) * factor ** n_e``, ``n_e`` the epochs before e that did not
+    improve, ``w(e) = (e + 1) / (warmup + 1)`` for e < warmup, else 1.
+
+    >>> Plateau(warmup=1)(0), Plateau(warmup=1)(3)          # the ramp; fit applies the cuts
+    (0.5, 1.0)
+    """
+
+    factor: float = 0.5
+    warmup: int = 0
+
+    def __post_init__(self):
+        if isinstance(self.factor, bool) or not isinstance(self.factor, (int, float)) \
+                or not 0 < self.factor < 1:
+            raise ValueError(f"Plateau factor must be a number in (0, 1), got {self.factor!r}; "
+                             "0.5 halves the rate after an epoch without improvement")
+        if isinstance(self.warmup, bool) or not isinstance(self.warmup, int) or self.warmup < 0:
+            raise ValueError(f"Plateau warmup must be an int >= 0 (epochs), got {self.warmup!r}")
+
+    def __call__(self, epoch: int) -> float:
+        return (epoch + 1) / (self.warmup + 1) if epoch < self.warmup else 1.0
+
+
+SCHEDULES = {"constant": _constant, "type1": _type1, "type3": _type3, "plateau": Plateau()}
+_SCHEDULE_HELP = ("schedule must be None, 'constant', 'type1', 'type3', 'plateau', a Plateau(...) or a "
+                  "callable epoch -> multiplier")
 
 
 def _schedule(schedule):
@@ -372,9 +404,11 @@ def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, bat
 
     ``schedule``: the learning rate of epoch e (from 0) is ``lr * schedule(e)``, set at the
     start of each epoch; None or ``"constant"``, ``"type1"`` (DLinear's official schedule:
-    ``0.5 ** max(0, e - 1)``), ``"type3"`` (PatchTST's: ``0.9 ** max(0, e - 3)``) or a
-    callable. ``seed``: an int makes the batch order and dropout reproducible; torch's
-    generators are seeded inside `torch.random.fork_rng`, so the caller's torch (CPU and the
+    ``0.5 ** max(0, e - 1)``), ``"type3"`` (PatchTST's: ``0.9 ** max(0, e - 3)``),
+    ``"plateau"`` or a `Plateau` (the rate cut after each epoch that does not improve on the
+    best validation loss: a run ends annealed and by early stopping) or a callable.
+
+    ``seed``: an int makes the batch order and dropout reproducible; torch's generators are seeded inside `torch.random.fork_rng`, so the caller's torch (CPU and the
     CUDA device trained on), NumPy and ``random`` states are as they were. ``seed=None``
     draws the batch order and dropout from torch's global generator (seed it first for
     reproducibility), which ``fit`` then advances. The model's initial weights are the
@@ -399,11 +433,12 @@ def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, bat
     model.to(device)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     history, best_state, waited, started = History(), None, 0, time.perf_counter()
+    cut = 1.0                                # Plateau: the product of its cuts so far
     bar = tqdm(range(epochs), desc=desc or type(model).__name__, leave=False, disable=not progress)
     try:
         with _seeded(seed, device) as generator:
             for epoch in bar:
-                rate = _rate(lr, multiplier, epoch)
+                rate = _rate(lr, multiplier, epoch) * cut
                 for group in optimiser.param_groups:
                     group["lr"] = rate
                 t0 = time.perf_counter()
@@ -425,6 +460,8 @@ def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, bat
                     best_state = copy.deepcopy(model.state_dict())
                 else:
                     waited += 1
+                    if isinstance(multiplier, Plateau):
+                        cut *= multiplier.factor
                 history.stop_reason = _stop_reason(waited, patience, started, max_seconds)
                 if history.stop_reason:
                     break

@@ -9,6 +9,7 @@ from labsupport import devices, report
 from labsupport.data import Standardizer
 from labsupport.train import (
     Metrics,
+    Plateau,
     check_fit_options,
     evaluate,
     fit,
@@ -450,14 +451,43 @@ def test_schedules_follow_the_official_code(monkeypatch):
 
 
 @pytest.mark.parametrize("schedule,error,message", [
-    ("type2", ValueError, r"schedule must be None, 'constant', 'type1', 'type3' or a callable epoch -> "
-                          r"multiplier, got 'type2'"),
-    (0.5, TypeError, r"schedule must be None, 'constant', 'type1', 'type3' or a callable"),
+    ("type2", ValueError, r"schedule must be None, 'constant', 'type1', 'type3', 'plateau', a "
+                          r"Plateau\(...\) or a callable epoch -> multiplier, got 'type2'"),
+    (0.5, TypeError, r"schedule must be None, 'constant', 'type1', 'type3', 'plateau'"),
     (lambda epoch: -1.0, ValueError, r"schedule\(0\) returned -1.0; expected a multiplier > 0"),
 ])
 def test_bad_schedules_are_named(schedule, error, message):
     with pytest.raises(error, match=message):
         fit(Flat(), toy_data(), toy_data(), schedule=schedule, progress=False)
+
+
+def test_plateau_cuts_the_rate_after_each_epoch_without_improvement(monkeypatch):
+    """lr_e = lr * w(e) * factor ** (epochs before e whose validation loss was no better than
+    the best so far): read the cuts off the recorded validation losses."""
+    for schedule, factor, warmup in (("plateau", 0.5, 0), (Plateau(factor=0.3, warmup=2), 0.3, 2)):
+        torch.manual_seed(0)
+        history = fit(Flat(), toy_data(), toy_data(seed=1), epochs=12, lr=0.3, batch_size=16,
+                      patience=12, schedule=schedule, progress=False)      # lr 0.3: it overshoots
+        best, misses, expected = float("inf"), 0, []
+        for epoch, val in enumerate(history.val_loss):
+            ramp = (epoch + 1) / (warmup + 1) if epoch < warmup else 1.0
+            expected.append(0.3 * ramp * factor ** misses)
+            misses, best = (misses, val) if val < best else (misses + 1, best)
+        assert misses > 0, "the toy run must have epochs without improvement for this test"
+        assert history.learning_rates == pytest.approx(expected, rel=1e-12)
+    assert learning_rates(monkeypatch, "plateau", epochs=12, lr=0.3)      # what Adam used, per batch
+
+
+@pytest.mark.parametrize("options,message", [
+    (dict(factor=1.0), r"factor must be a number in \(0, 1\), got 1.0"),
+    (dict(factor=0), r"factor must be a number in \(0, 1\), got 0"),
+    (dict(factor=True), r"factor must be a number in \(0, 1\), got True"),
+    (dict(warmup=-1), r"warmup must be an int >= 0 \(epochs\), got -1"),
+    (dict(warmup=1.0), r"warmup must be an int >= 0 \(epochs\), got 1.0"),
+])
+def test_bad_plateaus_are_named(options, message):
+    with pytest.raises(ValueError, match=message):
+        Plateau(**options)
 
 
 def test_stop_reason_and_total_seconds():
