@@ -408,11 +408,12 @@ def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, bat
     ``"plateau"`` or a `Plateau` (the rate cut after each epoch that does not improve on the
     best validation loss: a run ends annealed and by early stopping) or a callable.
 
-    ``seed``: an int makes the batch order and dropout reproducible; torch's generators are seeded inside `torch.random.fork_rng`, so the caller's torch (CPU and the
-    CUDA device trained on), NumPy and ``random`` states are as they were. ``seed=None``
-    draws the batch order and dropout from torch's global generator (seed it first for
-    reproducibility), which ``fit`` then advances. The model's initial weights are the
-    caller's: seed before building it.
+    ``seed``: an int makes the batch order and dropout reproducible; torch's generators are
+    seeded inside `torch.random.fork_rng`, so the caller's torch (CPU and the CUDA device
+    trained on), NumPy and ``random`` states are as they were. ``seed=None`` draws the batch
+    order and dropout from torch's global generator (seed it first for reproducibility),
+    which ``fit`` then advances. The model's initial weights are the caller's: seed before
+    building it.
 
     Ranges (`check_fit_options`, before any training): ``epochs``, ``batch_size`` and
     ``patience`` ints >= 1; ``lr`` > 0 and ``weight_decay`` >= 0, finite; ``clip`` and

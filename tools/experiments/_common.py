@@ -20,7 +20,11 @@ def make_schedule(name: str, epochs: int):
         return warmup_cosine(epochs, warmup=0)
     if name in ("type1", "type3"):
         return name
-    raise ValueError(f"unknown schedule {name!r}; expected constant, cosine, cosine0, type1 or type3")
+    if name.startswith("decay"):                   # decay0.7: a warm-up epoch, then x0.7 per epoch
+        rate = float(name.removeprefix("decay"))
+        return lambda epoch: 0.5 if epoch == 0 else rate ** (epoch - 1)
+    raise ValueError(f"unknown schedule {name!r}; expected constant, cosine, cosine0, type1, type3 "
+                     "or decayR (a warm-up epoch, then x R per epoch)")
 
 
 def parse_value(text: str):
