@@ -28,20 +28,21 @@ from labsupport import layers as Ly
 from labsupport import memory as M
 from labsupport import models as Mo
 from labsupport import positional as P
+from labsupport import provenance as Pv
 from labsupport import report as R
 from labsupport import timing as T
 from labsupport import train as Tr
 from labsupport import validation as V
 
 MODULES = ["attention", "layers", "positional", "memory", "models", "data", "train", "timing", "plots",
-           "widgets", "profile", "report", "validation", "compare", "devices"]
+           "widgets", "profile", "report", "provenance", "validation", "compare", "devices"]
 
 EXEMPT = {
     # records and exceptions: no behaviour to test
     "attention.KernelSpec": "a frozen record", "attention.LinearAttentionState": "a record",
     "data.ChecksumError": "an exception", "data.EttData": "a record", "data.ForecastTask": "a record",
     "memory.MemoryState": "a record", "timing.Timing": "a record", "profile.Profile": "a record",
-    "report.RunStart": "a record",
+    "provenance.RunStart": "a record",
     "train.Metrics": "a record", "train.History": "a record",
     "compare.TrainingRecord": "a record", "compare.Entry": "a record",
     "compare.Comparison": "a record of results: its methods read and print it (tests/test_compare.py)",
@@ -228,7 +229,7 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "widgets.attention_figure": lambda: case(_closing(_widgets().attention_figure), t(6),
                                              t(2, 3, 6).softmax(-1), query=1),
     "widgets.cost_figure": lambda: case(_closing(_widgets().cost_figure),
-                                        [R.save_sweep(sweep_rows(), _tmp() / "s.json")]),
+                                        [Pv.save_sweep(sweep_rows(), _tmp() / "s.json")]),
     # profile, report, validation
     "profile.default_name": lambda: case(importlib.import_module("labsupport.profile").default_name),
     "profile.current": lambda: case(importlib.import_module("labsupport.profile").current, "cpu"),
@@ -237,16 +238,19 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "report.table": lambda: case(R.table, ["a", "b"], [[1, 2.5], [3, 4.0]], formats={1: "{:.1f}"}),
     "report.sweep_table": lambda: case(R.sweep_table, sweep_rows()),
     "report.precision_note": lambda: case(R.precision_note, {"naive": A.naive_attention}, 8, torch.bfloat16),
-    "report.cpu_model": lambda: case(R.cpu_model),
-    "report.device_description": lambda: case(R.device_description, "cpu"),
-    "report.start_run": lambda: case(R.start_run),
-    "report.run_record": lambda: case(R.run_record, R.start_run()),
-    "report.record_run": lambda: case(R.record_run, R.start_run()),
+    "provenance.cpu_model": lambda: case(Pv.cpu_model),
+    "provenance.device_description": lambda: case(Pv.device_description, "cpu"),
+    "provenance.start_run": lambda: case(Pv.start_run),
+    "provenance.run_record": lambda: case(Pv.run_record, Pv.start_run()),
+    "provenance.record_run": lambda: case(Pv.record_run, Pv.start_run()),
+    "provenance.peak_text": lambda: case(Pv.peak_text, _record()),
+    "provenance.describe": lambda: case(Pv.describe, _record()),
+    "provenance.summary": lambda: case(Pv.summary, _record()),
     "validation.check_instance": lambda: case(V.check_instance, "x", 1, int, "an int"),
     "timing.session_peak_bytes": lambda: case(T.session_peak_bytes, "cpu"),
-    "report.machine_name": lambda: case(R.machine_name),
-    "report.save_sweep": lambda: case(R.save_sweep, sweep_rows(), _tmp() / "sweep.json", title="t"),
-    "report.load_sweep": lambda: case(R.load_sweep, R.save_sweep(sweep_rows(), _tmp() / "s.json")),
+    "provenance.machine_name": lambda: case(Pv.machine_name),
+    "provenance.save_sweep": lambda: case(Pv.save_sweep, sweep_rows(), _tmp() / "sweep.json", title="t"),
+    "provenance.load_sweep": lambda: case(Pv.load_sweep, Pv.save_sweep(sweep_rows(), _tmp() / "s.json")),
     "validation.check_attention_inputs": lambda: case(V.check_attention_inputs, *qkv(),
                                                       mask=torch.ones(6, dtype=torch.bool), scale=0.5),
     "validation.check_positive_int": lambda: case(V.check_positive_int, "n", np.int64(3)),
@@ -314,6 +318,11 @@ def _fit_a_new_model(train, val):
 
 
 _TMP = {}
+
+
+def _record():
+    return dict(device="Example CPU (2 threads)", torch="2.13.0", cuda=None, python="3.11.7", profile="cpu",
+                wall_s=754.2, peak_gpu_bytes=None, peak_rss_bytes=1.9e9, finished="2026-01-01 12:00 UTC")
 
 
 def _tmp():
