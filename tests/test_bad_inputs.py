@@ -416,3 +416,122 @@ def test_table_prints_rows_under_right_aligned_headers(capsys):
     from labsupport.report import table
     table(["model", "mse"], [("ridge", 0.0941), ("naive", 0.5)], formats={1: "{:.3f}"})
     assert capsys.readouterr().out == "model    mse\nridge  0.094\nnaive  0.500\n"
+
+
+# --- models: every numeric and flag option refused by name ---------------------------------
+
+from labsupport.models import (  # noqa: E402
+    CausalConv1d,
+    GRUForecaster,
+    InstanceNorm,
+    LinearForecaster,
+    RidgeForecaster,
+    TCNForecaster,
+    TemporalBlock,
+)
+
+SIZES = dict(lookback=48, horizon=6)
+FORECASTERS = {"GRUForecaster": GRUForecaster, "TCNForecaster": TCNForecaster,
+               "LinearForecaster": LinearForecaster, "PatchTransformer": PatchTransformer,
+               "RidgeForecaster": RidgeForecaster}
+INT_OPTIONS = {"GRUForecaster": ["hidden", "layers"], "TCNForecaster": ["hidden", "kernel_size"],
+               "LinearForecaster": ["kernel_size"], "RidgeForecaster": [],
+               "PatchTransformer": ["patch_len", "stride", "d_model", "n_heads", "n_layers", "d_ff"]}
+BOOL_OPTIONS = {"GRUForecaster": ["revin"], "TCNForecaster": ["revin"], "LinearForecaster": ["revin", "individual"],
+                "RidgeForecaster": ["revin"], "PatchTransformer": ["revin", "causal", "norm_first"]}
+DROPOUT_OPTIONS = {"GRUForecaster": ["dropout"], "TCNForecaster": ["dropout"], "LinearForecaster": [],
+                   "RidgeForecaster": [], "PatchTransformer": ["dropout", "attn_dropout"]}
+
+
+def _cases(options, values, common=()):
+    """(class name, option, bad value) for every option of every class in ``options``."""
+    return [(cls, arg, value) for cls, args in options.items() for arg in [*common, *args] for value in values]
+
+
+@pytest.mark.parametrize("cls, arg, value", _cases(INT_OPTIONS, [0, -2, 2.0, True, float("nan"), "8"],
+                                                   common=("lookback", "horizon", "channels")))
+def test_every_size_of_every_forecaster_is_a_positive_int(cls, arg, value):
+    with pytest.raises(ValueError, match=rf"{arg} must be a positive int, got {re.escape(repr(value))}"):
+        FORECASTERS[cls](**(SIZES | {arg: value}))
+
+
+@pytest.mark.parametrize("cls, arg, value", _cases(BOOL_OPTIONS, ["yes", 1, 0.0, None]))
+def test_every_flag_of_every_forecaster_is_a_bool(cls, arg, value):
+    kind = type(value).__name__
+    with pytest.raises(TypeError, match=rf"{arg} must be a bool \(True or False\), got {kind} "
+                                        rf"{re.escape(repr(value))}"):
+        FORECASTERS[cls](**(SIZES | {arg: value}))
+
+
+@pytest.mark.parametrize("cls, arg, value", _cases(DROPOUT_OPTIONS, [-0.1, 1.0, float("nan"), True, "0.1"]))
+def test_every_dropout_is_a_rate_in_zero_one(cls, arg, value):
+    with pytest.raises(ValueError, match=rf"{arg} must be a number in \[0, 1\), got {re.escape(repr(value))}"):
+        FORECASTERS[cls](**(SIZES | {arg: value}))
+
+
+@pytest.mark.parametrize("penalties", [[float("nan")], [1.0, float("inf")], [-1.0], [True], ["1"], []])
+def test_ridge_refuses_a_penalty_that_would_make_every_forecast_nan(penalties):
+    with pytest.raises(ValueError, match=rf"penalties must be a non-empty sequence of finite numbers >= 0, "
+                                         rf"got {re.escape(repr(tuple(penalties)))}"):
+        RidgeForecaster(**SIZES, penalties=penalties)
+
+
+@pytest.mark.parametrize("penalties", [5.0, "1e-3"])
+def test_ridge_penalties_are_a_sequence(penalties):
+    with pytest.raises(TypeError, match=rf"penalties must be a sequence of numbers, e.g. \[1.0, 10.0\], got "
+                                        rf"{type(penalties).__name__}"):
+        RidgeForecaster(**SIZES, penalties=penalties)
+
+
+def test_ridge_takes_numpy_penalties():
+    ridge = RidgeForecaster(**SIZES, penalties=np.array([0.5, 2.0]))
+    assert ridge.penalties == (0.5, 2.0) and all(type(p) is float for p in ridge.penalties)
+
+
+@pytest.mark.parametrize("eps", [0.0, -1e-5, float("nan"), float("inf"), True])
+def test_ridge_and_instance_norm_refuse_an_eps_that_divides_by_zero(eps):
+    message = rf"eps must be a finite number > 0, got {re.escape(repr(eps))}"
+    with pytest.raises(ValueError, match=message):
+        RidgeForecaster(**SIZES, eps=eps)
+    with pytest.raises(ValueError, match=message):
+        InstanceNorm(3, eps=eps)
+
+
+def test_instance_norm_names_bad_channels_and_affine():
+    with pytest.raises(ValueError, match="channels must be a positive int, got 0"):
+        InstanceNorm(0)
+    with pytest.raises(TypeError, match=r"affine must be a bool \(True or False\), got str 'no'"):
+        InstanceNorm(2, affine="no")
+
+
+@pytest.mark.parametrize("value", [-1, 2.5, True, float("nan")])
+def test_patch_transformer_time_features_is_a_count(value):
+    with pytest.raises(ValueError, match=rf"time_features must be an int >= 0, got {re.escape(repr(value))}"):
+        PatchTransformer(**SIZES, time_features=value)
+
+
+def test_patch_transformer_names_an_unknown_backbone():
+    with pytest.raises(ValueError, match=r"backbone must be one of 'book', 'patchtst', got 'vanilla'"):
+        PatchTransformer(**SIZES, backbone="vanilla")
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda: CausalConv1d(2, 3, kernel_size=0), "kernel_size must be a positive int, got 0"),
+    (lambda: CausalConv1d(2, 3, kernel_size=3, dilation=0), "dilation must be a positive int, got 0"),
+    (lambda: CausalConv1d(2.0, 3, kernel_size=3), "in_channels must be a positive int, got 2.0"),
+    (lambda: TemporalBlock(2, 3, kernel_size=3, dilation=1.5), "dilation must be a positive int, got 1.5"),
+    (lambda: TemporalBlock(2, 3, 3, 1, dropout=float("nan")), r"dropout must be a number in \[0, 1\), got nan"),
+])
+def test_tcn_layers_name_a_bad_size(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+def test_ridge_never_keeps_a_penalty_whose_solution_is_not_finite():
+    """Penalty 0 on inputs without variance solves 0 / 0: NaN weights, which must lose."""
+    x, y = torch.zeros(20, 8, 1), torch.randn(20, 2, 1, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match=r"RidgeForecaster.fit: no penalty of \(0.0,\) gives a finite "
+                                         r"validation MSE .* pass larger penalties"):
+        RidgeForecaster(lookback=8, horizon=2, penalties=[0.0]).fit((x, y), (x, y))
+    ridge = RidgeForecaster(lookback=8, horizon=2, penalties=[0.0, 1.0]).fit((x, y), (x, y))
+    assert ridge.penalty == 1.0 and torch.isfinite(ridge(x)).all()

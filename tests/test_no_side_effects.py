@@ -47,6 +47,7 @@ EXEMPT = {
     "compare.TrainingRecord": "a record", "compare.Entry": "a record",
     "compare.Comparison": "a record of results: its methods read and print it (tests/test_compare.py)",
     "positional.AttentionPosition": "an abstract base; its subclasses are measured",
+    "models.Forecaster": "a base class; its subclasses are measured",
     # a documented job that is a side effect
     "attention.attention_kernel": "declares a spec: setting .spec on the kernel it decorates is its job",
     "train.set_seed": "seeding the global generators is its documented job",
@@ -473,3 +474,53 @@ def test_drawing_from_the_global_generator_is_documented_where_it_happens(call):
     rng = torch.get_rng_state()
     call()
     assert not torch.equal(torch.get_rng_state(), rng)
+
+
+# --- the ridge, as a property: random sizes, data and options, on success and on failure -----
+
+def _ridge_case(seed):
+    """Random sizes and options, and windows that are views (not contiguous), float32 or 64."""
+    rng = np.random.default_rng(seed)
+    L, T, C, N = (int(v) for v in (rng.integers(2, 12), rng.integers(1, 5), rng.integers(1, 4), rng.integers(3, 40)))
+    dtype = (torch.float32, torch.float64)[seed % 2]
+    g = torch.Generator().manual_seed(seed)
+    data = [torch.randn(n, C, steps, generator=g, dtype=dtype).transpose(1, 2) for n, steps in
+            ((N, L), (N, T), (N // 2 + 1, L), (N // 2 + 1, T))]                   # (n, steps, C) views
+    penalties = [float(p) for p in rng.choice([0.0, 1e-3, 1.0, 1e3], size=int(rng.integers(1, 4)))]
+    options = dict(lookback=L, horizon=T, channels=C, penalties=penalties, revin=bool(seed % 3 == 0))
+    return options, (data[0], data[1]), (data[2], data[3])
+
+
+def _refused(fn, error):
+    """``fn`` as a call that must raise ``error`` (and is then measured like any other)."""
+    def call(*args, **kwargs):
+        with pytest.raises(error):
+            fn(*args, **kwargs)
+    return call
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_ridge_changes_neither_the_callers_tensors_nor_the_random_streams(seed):
+    options, train, val = _ridge_case(seed)
+    fit = lambda tr, va: Mo.RidgeForecaster(**options).fit(tr, va)          # noqa: E731
+    assert side_effects(fit, (train, val), {}) == []
+    model = fit(train, val)
+    assert side_effects(model.forward, (val[0],), {}) == []                  # nor the fitted model
+    nan = val[0].clone()
+    nan[0, 0, 0] = float("nan")
+    failures = [
+        (fit, (train, (nan, val[1])), ValueError),                           # a NaN in the windows
+        (fit, (train, (val[0], torch.cat([val[1], val[1][:, :1]], 1))), ValueError),   # another horizon
+        (fit, ((train[0], train[1][:-1]), val), ValueError),                 # unequal counts
+        (fit, (train, val[0]), TypeError),                                   # not a pair
+        (Mo.RidgeForecaster(**options).forward, (val[0],), RuntimeError),   # not fitted
+        (model.forward, (val[0][:, :-1],), ValueError),                      # a window of another length
+    ]
+    for fn, args, error in failures:
+        assert side_effects(_refused(fn, error), args, {}) == [], f"{error.__name__} path changed something"
+
+
+def test_the_ridges_refusal_of_non_finite_solutions_changes_nothing():
+    x, y = torch.zeros(20, 8, 1), torch.randn(20, 2, 1, generator=torch.Generator().manual_seed(0))
+    fit = lambda tr, va: Mo.RidgeForecaster(lookback=8, horizon=2, penalties=[0.0]).fit(tr, va)   # noqa: E731
+    assert side_effects(_refused(fit, ValueError), ((x, y), (x, y)), {}) == []
