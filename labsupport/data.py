@@ -315,7 +315,7 @@ def load_csv(path, *, time_column: str = "time", columns=None, sha256: str | Non
     """Read a CSV with a header, one time column and numeric columns, into a `Series`.
 
     Times are ISO 8601: a calendar, ordinal or week date (2014-02-01, 20140201, 2014-032,
-    2014-W05-6; a month 2014-02 or a week 2014-W05 is its first day), optionally with a
+    2014-W05-6; a year 2014, a month 2014-02 or a week 2014-W05 is its first day), optionally with a
     time after ``T`` or a space (hh, hh:mm, hh:mm:ss, basic hhmmss; the last part may have a
     decimal fraction after ``.`` or ``,``; 24:00 is the next midnight) and a UTC offset (Z,
     +10:00, +1000, +10). Every stamp is kept exactly: ``timestamps`` are ``datetime64[m]``,

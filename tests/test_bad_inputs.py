@@ -437,15 +437,17 @@ FORECASTERS = {"GRUForecaster": GRUForecaster, "TCNForecaster": TCNForecaster,
 INT_OPTIONS = {"GRUForecaster": ["hidden", "layers"], "TCNForecaster": ["hidden", "kernel_size"],
                "LinearForecaster": ["kernel_size"], "RidgeForecaster": [],
                "PatchTransformer": ["patch_len", "stride", "d_model", "n_heads", "n_layers", "d_ff"]}
-BOOL_OPTIONS = {"GRUForecaster": ["revin"], "TCNForecaster": ["revin"], "LinearForecaster": ["revin", "individual"],
-                "RidgeForecaster": ["revin"], "PatchTransformer": ["revin", "causal", "norm_first"]}
+BOOL_OPTIONS = {"GRUForecaster": ["revin"], "TCNForecaster": ["revin"],
+                "LinearForecaster": ["revin", "individual"], "RidgeForecaster": ["revin"],
+                "PatchTransformer": ["revin", "causal", "norm_first"]}
 DROPOUT_OPTIONS = {"GRUForecaster": ["dropout"], "TCNForecaster": ["dropout"], "LinearForecaster": [],
                    "RidgeForecaster": [], "PatchTransformer": ["dropout", "attn_dropout"]}
 
 
 def _cases(options, values, common=()):
     """(class name, option, bad value) for every option of every class in ``options``."""
-    return [(cls, arg, value) for cls, args in options.items() for arg in [*common, *args] for value in values]
+    return [(cls, arg, value) for cls, args in options.items() for arg in [*common, *args]
+            for value in values]
 
 
 @pytest.mark.parametrize("cls, arg, value", _cases(INT_OPTIONS, [0, -2, 2.0, True, float("nan"), "8"],
@@ -465,7 +467,8 @@ def test_every_flag_of_every_forecaster_is_a_bool(cls, arg, value):
 
 @pytest.mark.parametrize("cls, arg, value", _cases(DROPOUT_OPTIONS, [-0.1, 1.0, float("nan"), True, "0.1"]))
 def test_every_dropout_is_a_rate_in_zero_one(cls, arg, value):
-    with pytest.raises(ValueError, match=rf"{arg} must be a number in \[0, 1\), got {re.escape(repr(value))}"):
+    with pytest.raises(ValueError, match=rf"{arg} must be a number in \[0, 1\), "
+                                         rf"got {re.escape(repr(value))}"):
         FORECASTERS[cls](**(SIZES | {arg: value}))
 
 
@@ -520,7 +523,8 @@ def test_patch_transformer_names_an_unknown_backbone():
     (lambda: CausalConv1d(2, 3, kernel_size=3, dilation=0), "dilation must be a positive int, got 0"),
     (lambda: CausalConv1d(2.0, 3, kernel_size=3), "in_channels must be a positive int, got 2.0"),
     (lambda: TemporalBlock(2, 3, kernel_size=3, dilation=1.5), "dilation must be a positive int, got 1.5"),
-    (lambda: TemporalBlock(2, 3, 3, 1, dropout=float("nan")), r"dropout must be a number in \[0, 1\), got nan"),
+    (lambda: TemporalBlock(2, 3, 3, 1, dropout=float("nan")),
+     r"dropout must be a number in \[0, 1\), got nan"),
 ])
 def test_tcn_layers_name_a_bad_size(build, message):
     with pytest.raises(ValueError, match=message):

@@ -197,6 +197,7 @@ def _stamps(tmp_path, *stamps):
     ("2014-02-01", "2014-02-01T00:00"),                          # calendar date, extended
     ("20140201", "2014-02-01T00:00"),                            # calendar date, basic
     ("2014-02", "2014-02-01T00:00"),                             # a month (reduced precision): its start
+    ("2014", "2014-01-01T00:00"),                                # a year: its start
     ("2014-032", "2014-02-01T00:00"),                            # ordinal date: day 32 of 2014
     ("2014032", "2014-02-01T00:00"),                             # ordinal, basic
     ("2014-W05-6", "2014-02-01T00:00"),                          # week date: Saturday of ISO week 5

@@ -478,14 +478,15 @@ def test_the_patchtst_preset_builds_the_published_model_and_takes_overrides():
     from torch import nn
     model = PatchTransformer.patchtst(lookback=336, horizon=96, channels=7)
     block = model.encoder.layers[0]
-    assert (model.patch_len, model.stride, model.n_patches, model.head_kind, model.causal) == (16, 8, 42, "flatten",
-                                                                                              False)
-    assert (block.attn.d_model, block.attn.n_heads, len(model.encoder.layers), block.ff.linear1.out_features) == (
-        128, 16, 3, 256)
+    assert (model.patch_len, model.stride, model.n_patches) == (16, 8, 42)
+    assert (model.head_kind, model.causal) == ("flatten", False)
+    assert (block.attn.d_model, block.attn.n_heads, block.ff.linear1.out_features) == (128, 16, 256)
+    assert len(model.encoder.layers) == 3
     assert block.ff.dropout.p == 0.2 and block.attn.dropout == 0.0 and not block.norm_first
     assert isinstance(block.norm1, nn.BatchNorm1d) and isinstance(block.ff.activation, nn.GELU)
     assert list(model.revin.parameters()) == [] and model.backbone == "patchtst"
-    small = PatchTransformer.patchtst(lookback=336, horizon=96, channels=7, d_model=16, n_heads=4, dropout=0.3)
+    small = PatchTransformer.patchtst(lookback=336, horizon=96, channels=7, d_model=16, n_heads=4,
+                                      dropout=0.3)
     assert small.encoder.layers[0].attn.d_model == 16 and small.encoder.layers[0].ff.dropout.p == 0.3
     book = PatchTransformer.patchtst(lookback=336, horizon=96, backbone="book", attn_dropout=None)
     assert book.n_patches == 41 and isinstance(book.encoder.layers[0].norm1, nn.LayerNorm)
