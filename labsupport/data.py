@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import http.client
+import numbers
 import os
 import re
 import tempfile
@@ -442,6 +443,11 @@ def temporal_split(series: Series, *, train_end: str = TRAIN_END, val_end: str =
     return series.rows(0, b1), series.rows(b1 - context, b2), series.rows(b2 - context, len(series))
 
 
+def _is_index(c, n: int) -> bool:
+    """``c`` is an integer (not a bool) in [0, n)."""
+    return isinstance(c, numbers.Integral) and not isinstance(c, (bool, np.bool_)) and 0 <= c < n
+
+
 class Standardizer:
     """Per-channel ``(x - mean) / std`` with statistics from the data passed to `fit` only.
 
@@ -476,7 +482,8 @@ class Standardizer:
             raise RuntimeError("Standardizer is not fitted: call fit(train_values) first")
         mean, std = self.mean, self.std
         if channels is not None:
-            mean, std = mean[channels], std[channels]
+            idx = self._channel_indices(channels)
+            mean, std = mean[idx], std[idx]
         shape = tuple(np.shape(x))
         width = shape[-1] if shape else None
         if width != len(mean):
@@ -488,6 +495,14 @@ class Standardizer:
         if isinstance(x, torch.Tensor):
             return torch.as_tensor(mean, device=x.device), torch.as_tensor(std, device=x.device)
         return mean, std
+
+    def _channel_indices(self, channels) -> list[int]:
+        """``channels`` as indices of the fitted channels, else a ValueError naming them."""
+        n = len(self.mean)
+        if not (isinstance(channels, (list, tuple, np.ndarray)) and all(_is_index(c, n) for c in channels)):
+            raise ValueError(f"channels must be a list of indices of the {n} fitted channels (0-{n - 1}), "
+                             f"got {channels!r}; e.g. channels=[0] for the first channel alone")
+        return [int(c) for c in channels]
 
     def transform(self, x, channels=None):
         """Scale ``x (..., C)``; ``channels`` picks the statistics for a subset of channels."""

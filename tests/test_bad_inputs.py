@@ -539,3 +539,11 @@ def test_ridge_never_keeps_a_penalty_whose_solution_is_not_finite():
         RidgeForecaster(lookback=8, horizon=2, penalties=[0.0]).fit((x, y), (x, y))
     ridge = RidgeForecaster(lookback=8, horizon=2, penalties=[0.0, 1.0]).fit((x, y), (x, y))
     assert ridge.penalty == 1.0 and torch.isfinite(ridge(x)).all()
+
+
+@pytest.mark.parametrize("channels", [[2], [-1], [0.0], [True], 0, "0"])
+def test_standardizer_names_channels_that_are_not_indices_of_its_fitted_channels(channels):
+    scaler = Standardizer().fit(np.random.default_rng(0).normal(size=(50, 2)))
+    with pytest.raises((ValueError, TypeError), match=r"channels must be a list of indices of the 2 fitted "
+                                                      rf"channels \(0-1\), got {re.escape(repr(channels))}"):
+        scaler.transform(np.ones((3, 1)), channels=channels)
