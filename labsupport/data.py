@@ -11,17 +11,25 @@ from __future__ import annotations
 import csv
 import hashlib
 import http.client
+import numbers
 import os
 import re
 import tempfile
 import urllib.request
 from dataclasses import dataclass
+from datetime import date, timedelta
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from .validation import check_positive_int
+from .validation import (
+    check_bool,
+    check_nonnegative_int,
+    check_positive_int,
+    check_positive_number,
+)
 
 VIC_ELEC_FILE = "vic_elec_hourly.csv"
 VIC_ELEC_SHA256 = "a08ed31ecfcb1005ff71e1e01385b449d32f8a2de7ee7cd393c169c0ecedc398"
@@ -41,8 +49,11 @@ class ChecksumError(ValueError):
 class Series:
     """A regularly or irregularly sampled multivariate series.
 
-    ``timestamps`` numpy ``datetime64[m]`` (T,), strictly increasing (checked);
-    ``values`` float32 (T, C); ``columns`` the C channel names, distinct.
+    ``timestamps`` numpy ``datetime64`` (T,), strictly increasing (checked); `load_csv` gives
+    minutes (``datetime64[m]``), or a finer unit where a stamp needs one. ``values`` (T, C)
+    real numbers, float32 as loaded; another float dtype is kept as given but must fit
+    float32's range, which windows and models use (checked; NaN marks a gap and is kept).
+    ``columns`` the C channel names, distinct.
     """
 
     timestamps: np.ndarray
@@ -59,6 +70,7 @@ class Series:
         if not isinstance(self.values, np.ndarray):
             raise TypeError(f"values must be a numpy array (T, C), got {type(self.values).__name__}; "
                             "convert with np.asarray(values, dtype=np.float32)")
+        _check_float32_range(self.values)
         if len(set(self.columns)) != len(self.columns):
             raise ValueError(f"columns must be distinct names, got {tuple(self.columns)}")
         if self.values.ndim != 2 or self.values.shape[1] != len(self.columns):
@@ -111,6 +123,22 @@ class Series:
         return self.columns.index(name)
 
 
+def _check_float32_range(values: np.ndarray) -> None:
+    """Raise unless ``values`` are real numbers that float32 holds (NaN and inf pass: a gap is
+    a gap, and `Standardizer.fit` refuses them by name)."""
+    if not (np.issubdtype(values.dtype, np.floating) or np.issubdtype(values.dtype, np.integer)):
+        raise TypeError(f"values must hold real numbers (float or int), got dtype {values.dtype}; "
+                        "convert with np.asarray(values, dtype=np.float32)")
+    if values.dtype == np.float32 or not np.issubdtype(values.dtype, np.floating):
+        return
+    size = np.abs(values)
+    bad = np.isfinite(size) & (size != 0) & ((size >= _F32_INF_FROM) | (size < _F32_TINY))
+    if bad.any():
+        row, channel = np.argwhere(bad)[0]
+        value = float(values[row, channel])
+        raise ValueError(f"values row {row}, channel {channel} holds {value!r}, {_float32_problem(value)}")
+
+
 def data_dir() -> Path:
     """Where the shipped data lives: ``$LABSUPPORT_DATA``, else the package's ``datasets/``."""
     return Path(os.environ.get("LABSUPPORT_DATA", Path(__file__).resolve().parent / "datasets"))
@@ -130,26 +158,144 @@ def verify_sha256(path, expected: str, *,
                             f"is corrupt, partial or edited; {remedy}")
 
 
-# ISO minutes (2016-07-01T00:00) or date, space, time with seconds (2016-07-01 00:00:00, as in ETT).
-_TIME = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d)(?::(\d\d))?")
-_OFFSET = re.compile(r".*\d\d:\d\d(?::\d\d(?:\.\d+)?)?\s*(Z|[+-]\d\d:?\d\d)")   # ...+10:00, ...Z
+# ISO 8601 time stamps: a calendar date (2014-02-01, 20140201, or the month 2014-02, or the
+# year 2014), an ordinal date (2014-032, 2014032) or a week date (2014-W05-6, 2014W056, or the
+# week 2014-W05); optionally T (t, or a space) and a time hh, hh:mm, hh:mm:ss (basic hhmm, hhmmss)
+# whose last part may carry a decimal fraction (. or ,); optionally Z or an offset +hh:mm, +hhmm, +hh.
+_ISO = re.compile(
+    r"(?P<date>(?P<y>\d{4})(?:-(?P<m>\d\d)(?:-(?P<d>\d\d))?|(?P<bm>\d\d)(?P<bd>\d\d)|-?(?P<ord>\d{3})"
+    r"|-?W(?P<w>\d\d)(?:-?(?P<wd>\d))?)?)"
+    r"(?:[Tt ](?P<hh>\d\d)(?::?(?P<mm>\d\d)(?::?(?P<ss>\d\d))?)?(?:[.,](?P<frac>\d+))?"
+    r"(?P<tz>[Zz]|[+-]\d\d(?::?\d\d)?)?)?")
+_NS = {"h": 3600 * 10**9, "m": 60 * 10**9, "s": 10**9}
+_DAY_NS = 24 * _NS["h"]
+_EPOCH = date(1970, 1, 1).toordinal()
+# datetime64 units from the coarsest the loader uses (minutes) to the finest (nanoseconds)
+_UNITS = (("m", 60 * 10**9), ("s", 10**9), ("ms", 10**6), ("us", 10**3), ("ns", 1))
+_NS_RANGE = "1677-09-21 to 2262-04-11"        # what int64 nanoseconds from 1970 reach
 
 
-def _parse_time(text: str, where: str) -> np.datetime64:
-    """``YYYY-MM-DDTHH:MM`` or ``YYYY-MM-DD HH:MM:SS`` as ``datetime64[m]``."""
-    match = _TIME.fullmatch(text)
-    offset = _OFFSET.fullmatch(text)
-    if offset:      # numpy would shift the time to UTC, and the book's times are local (AEST)
-        raise ValueError(f"{where}: time {text!r} carries a UTC offset ({offset[1]}); load_csv reads "
-                         "local times without one and will not shift them to UTC: remove the offset "
-                         "(all rows in one zone), or convert the times to one zone first")
-    if match and match[3] not in (None, "00"):
-        # numpy would silently drop the seconds at minute resolution
-        raise ValueError(f"{where}: time {text!r} has seconds {match[3]}; expected whole minutes (:00)")
+def _parse_time(text: str, where: str) -> tuple[int, int | None, str | None]:
+    """An ISO 8601 time stamp as (nanoseconds since 1970-01-01 on its own clock, its UTC
+    offset in minutes or None, the offset as written); ``where`` starts every error."""
+    match = _ISO.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{where}: cannot read time {text!r}: expected an ISO 8601 date, optionally "
+                         "with a time and a UTC offset (2014-02-01, 2014-02-01T10:30, "
+                         "2014-02-01 10:30:15.5+10:00, 2014-032, 2014-W05-6)")
     try:
-        return np.datetime64(f"{match[1]}T{match[2]}" if match else text, "m")
-    except ValueError:
-        raise ValueError(f"{where}: cannot read time {text!r}") from None
+        days = _days(match["date"])
+    except ValueError as err:
+        raise ValueError(f"{where}: time {text!r} names no day: {err}") from None
+    offset, shown = _offset(match["tz"], text, where)
+    return days * _DAY_NS + _time_of_day(match, text, where), offset, shown
+
+
+@lru_cache(maxsize=4096)
+def _days(text: str) -> int:
+    """Days since 1970-01-01 of an ISO 8601 date (calendar, ordinal or week form)."""
+    g = _ISO.fullmatch(text).groupdict()
+    year = int(g["y"])
+    if g["ord"]:
+        day = _ordinal_date(year, int(g["ord"]))
+    elif g["w"]:
+        day = _week_date(year, int(g["w"]), int(g["wd"] or 1))
+    else:
+        day = date(year, int(g["m"] or g["bm"] or 1), int(g["d"] or g["bd"] or 1))
+    return day.toordinal() - _EPOCH
+
+
+def _ordinal_date(year: int, n: int) -> date:
+    length = (date(year + 1, 1, 1) - date(year, 1, 1)).days if year < 9999 else 365
+    if not 1 <= n <= length:
+        raise ValueError(f"{year} has {length} days, got day {n}")
+    return date(year, 1, 1) + timedelta(days=n - 1)
+
+
+def _week_date(year: int, week: int, weekday: int) -> date:
+    if not 1 <= weekday <= 7:
+        raise ValueError(f"weekday must be in 1..7, got {weekday}")
+    weeks = date(year, 12, 28).isocalendar()[1]               # 28 December is always in the last week
+    if not 1 <= week <= weeks:
+        raise ValueError(f"{year} has {weeks} ISO weeks, got week {week}")
+    return date.fromisocalendar(year, week, weekday)
+
+
+def _time_of_day(match, text: str, where: str) -> int:
+    """Nanoseconds since midnight; 24:00 is the next midnight. Exact, or refused."""
+    if match["hh"] is None:
+        return 0
+    h, m, s, frac = int(match["hh"]), int(match["mm"] or 0), int(match["ss"] or 0), match["frac"] or "0"
+    if h == 24:
+        if m or s or int(frac):
+            raise ValueError(f"{where}: time {text!r}: 24:00 ends a day, and nothing comes after it; "
+                             "write the next day's time instead")
+        return _DAY_NS
+    for part, value, top in (("hour", h, 24), ("minute", m, 59), ("second", s, 59)):
+        if part == "second" and value == 60:
+            raise ValueError(f"{where}: time {text!r} is a leap second; numpy's datetime64 counts none: "
+                             f"drop the row or write {match['date']}T{match['hh']}:{match['mm']}:59")
+        if value > top:
+            raise ValueError(f"{where}: time {text!r} has {part} {value}; expected 00-{top}")
+    unit = _NS["s" if match["ss"] else "m" if match["mm"] else "h"]    # the fraction's part
+    fraction, rest = divmod(int(frac) * unit, 10 ** len(frac))
+    if rest:
+        raise ValueError(f"{where}: time {text!r} is finer than a nanosecond, the finest datetime64 "
+                         "unit kept here; round it to nanoseconds first")
+    return (h * 3600 + m * 60 + s) * _NS["s"] + fraction
+
+
+def _offset(tz, text: str, where: str) -> tuple[int | None, str | None]:
+    """A UTC offset (Z, +hh:mm, +hhmm, +hh) as (minutes east of UTC, its +hh:mm form)."""
+    if tz is None:
+        return None, None
+    if tz in "Zz":
+        return 0, "Z"
+    digits = tz[1:].replace(":", "")
+    h, m = int(digits[:2]), int(digits[2:] or 0)
+    if h > 23 or m > 59:
+        raise ValueError(f"{where}: time {text!r} has UTC offset {tz}; expected hours 00-23 and "
+                         "minutes 00-59")
+    return (h * 60 + m) * (-1 if tz[0] == "-" else 1), f"{tz[0]}{h:02d}:{m:02d}"
+
+
+def _finest_unit(ns: int) -> int:
+    """Index in `_UNITS` of the coarsest unit that holds ``ns`` nanoseconds exactly."""
+    return next(i for i, (_, size) in enumerate(_UNITS) if ns % size == 0)
+
+
+def _stamp_array(stamps: list[int], texts: list[str], name: str, first_line: int = 2) -> np.ndarray:
+    """The stamps (nanoseconds on the file's clock) as datetime64 in the coarsest unit, from
+    minutes down to nanoseconds, that holds every one of them exactly."""
+    finest = max((_finest_unit(t) for t in stamps), default=0)
+    unit, size = _UNITS[finest]
+    ticks = [t // size for t in stamps]
+    if unit == "ns" and not -(2**63) < min(ticks) <= max(ticks) < 2**63:
+        i = next(i for i, t in enumerate(ticks) if not -(2**63) < t < 2**63)
+        needs = next(j for j, t in enumerate(stamps) if _finest_unit(t) == finest)
+        why = "needs nanoseconds" if i == needs else (
+            f"lies outside {_NS_RANGE}, and line {needs + first_line} ({texts[needs]!r}) needs nanoseconds")
+        raise ValueError(f"{name} line {i + first_line}: time {texts[i]!r} {why}, and datetime64[ns] reaches "
+                         f"only {_NS_RANGE}; round the times to microseconds")
+    return np.array(ticks, dtype=np.int64).view(f"datetime64[{unit}]")
+
+
+# float32 rounds a magnitude from here up to inf; below its smallest normal number it keeps
+# fewer significant digits (a subnormal), and below 1.4e-45 nothing (0).
+_F32_INF_FROM = float.fromhex("0x1.ffffffp+127")
+_F32_TINY = float(np.finfo(np.float32).tiny)
+F32_RANGE = "float32's range (normal numbers 1.2e-38 to 3.4e38 in size)"
+
+
+def _float32_problem(value: float) -> str | None:
+    """Why float32 cannot keep the finite ``value``, with the fix; None when it can."""
+    size = abs(value)
+    if size == 0.0 or _F32_TINY <= size < _F32_INF_FROM:
+        return None
+    why = ("" if size >= _F32_INF_FROM else
+           "float32 would keep it with fewer significant digits, or as 0: ")
+    fix = "kW -> MW, divide by 1000" if size >= _F32_INF_FROM else "W -> mW, multiply by 1000"
+    return f"outside {F32_RANGE}, which the series is kept in: {why}rescale the column first (e.g. {fix})"
 
 
 def _parse_float(text: str, where: str, column: str) -> float:
@@ -159,6 +305,9 @@ def _parse_float(text: str, where: str, column: str) -> float:
         raise ValueError(f"{where}: column {column!r} holds {text!r}, not a number") from None
     if not np.isfinite(value):
         raise ValueError(f"{where}: column {column!r} holds {text!r}, not a finite number")
+    problem = _float32_problem(value)
+    if problem:
+        raise ValueError(f"{where}: column {column!r} holds {text!r}, {problem}")
     return value
 
 
@@ -166,12 +315,24 @@ def load_csv(path, *, time_column: str = "time", columns=None, sha256: str | Non
              name: str | None = None) -> Series:
     """Read a CSV with a header, one time column and numeric columns, into a `Series`.
 
-    Times are ``YYYY-MM-DDTHH:MM`` or ``YYYY-MM-DD HH:MM:SS`` (whole minutes, local,
-    without a UTC offset). ``columns`` selects channels (default: all but the time
-    column); ``sha256``, when given, is checked first. A malformed line raises
-    ``ValueError`` naming the file, the line number and what was wrong there; so do a
-    column name the header repeats and, unless the checksum vouches for the file, a last
-    line without a line break (a file cut short). A UTF-8 byte-order mark (Excel) is read.
+    Times are ISO 8601: a calendar, ordinal or week date (2014-02-01, 20140201, 2014-032,
+    2014-W05-6; a year 2014, a month 2014-02 or a week 2014-W05 is its first day), optionally with a
+    time after ``T`` or a space (hh, hh:mm, hh:mm:ss, basic hhmmss; the last part may have a
+    decimal fraction after ``.`` or ``,``; 24:00 is the next midnight) and a UTC offset (Z,
+    +10:00, +1000, +10). Every stamp is kept exactly: ``timestamps`` are ``datetime64[m]``,
+    or the coarsest finer unit (s, ms, us, ns) that holds every stamp of the file. A stamp
+    that cannot be held exactly (a leap second, finer than a nanosecond) is refused. A file
+    whose stamps all carry one UTC offset is read on that clock (the offset is dropped, as
+    numpy's datetime64 has no zones); a file that mixes offsets, or stamps with and without
+    one, is refused: convert it to one offset or to UTC first.
+
+    Values are kept as float32 (about 7 significant digits); a value outside float32's range
+    of normal numbers (1.2e-38 to 3.4e38 in size, or 0) is refused, naming it: rescale the
+    column first. ``columns`` selects channels (default: all but the time column);
+    ``sha256``, when given, is checked first. A malformed line raises ``ValueError`` naming
+    the file, the line number and what was wrong there; so do a column name the header
+    repeats and, unless the checksum vouches for the file, a last line without a line break
+    (a file cut short). A UTF-8 byte-order mark (Excel) is read.
     """
     path = Path(path)
     if not path.is_file():
@@ -182,37 +343,59 @@ def load_csv(path, *, time_column: str = "time", columns=None, sha256: str | Non
     with path.open(newline="", encoding="utf-8-sig") as handle:
         reader = csv.reader(handle)
         header = next(reader, None)
-        if not header or time_column not in header:
-            raise ValueError(f"{path.name} line 1: header {header} has no time column {time_column!r}")
-        wanted = [c for c in header if c != time_column] if columns is None else list(columns)
-        missing = [c for c in wanted if c not in header]
-        if missing:
-            raise ValueError(f"{path.name} line 1: header {header} lacks columns {missing}")
-        for c in [time_column, *wanted]:
-            if header.count(c) > 1:
-                raise ValueError(f"{path.name} line 1: column {c!r} appears {header.count(c)} times in "
-                                 f"the header {header}; give each column its own name")
-        if len(set(wanted)) != len(wanted):
-            raise ValueError(f"columns must be distinct names, got {wanted}")
+        wanted = _header_columns(header, time_column, columns, path.name)
         t_idx, c_idx = header.index(time_column), [header.index(c) for c in wanted]
-        stamps, rows = [], []
-        for line_no, row in enumerate(reader, start=2):
-            where = f"{path.name} line {line_no}"
-            if len(row) != len(header):
-                raise ValueError(f"{where}: {len(row)} fields, expected {len(header)} ({header})")
-            stamp = _parse_time(row[t_idx], where)
-            if stamps and stamp <= stamps[-1]:
-                raise ValueError(f"{where}: time {row[t_idx]} does not come after {stamps[-1]}")
-            stamps.append(stamp)
-            rows.append([_parse_float(row[i], where, header[i]) for i in c_idx])
+        stamps, texts, rows, last = _read_rows(reader, header, t_idx, c_idx, path.name)
     if not rows:
         raise ValueError(f"{path.name}: no data rows after the header")
     if not complete:
-        raise ValueError(f"{where}: the file ends inside this line ({','.join(row)!r}) without a line "
-                         "break: it looks cut short (an interrupted download or copy); get the whole "
-                         "file again, or, if this line is complete, end the file with a line break")
-    return Series(np.array(stamps, dtype="datetime64[m]"), np.array(rows, dtype=np.float32),
+        raise ValueError(f"{path.name} line {len(rows) + 1}: the file ends inside this line "
+                         f"({','.join(last)!r}) without a line break: it looks cut short (an "
+                         "interrupted download or copy); get the whole file again, or, if this line "
+                         "is complete, end the file with a line break")
+    return Series(_stamp_array(stamps, texts, path.name), np.array(rows, dtype=np.float32),
                   tuple(wanted), name or path.stem)
+
+
+def _header_columns(header, time_column: str, columns, name: str) -> list[str]:
+    """The value columns to read, after checking the header has them, each once."""
+    if not header or time_column not in header:
+        raise ValueError(f"{name} line 1: header {header} has no time column {time_column!r}")
+    wanted = [c for c in header if c != time_column] if columns is None else list(columns)
+    missing = [c for c in wanted if c not in header]
+    if missing:
+        raise ValueError(f"{name} line 1: header {header} lacks columns {missing}")
+    for c in [time_column, *wanted]:
+        if header.count(c) > 1:
+            raise ValueError(f"{name} line 1: column {c!r} appears {header.count(c)} times in "
+                             f"the header {header}; give each column its own name")
+    if len(set(wanted)) != len(wanted):
+        raise ValueError(f"columns must be distinct names, got {wanted}")
+    return wanted
+
+
+def _read_rows(reader, header, t_idx: int, c_idx: list[int], name: str):
+    """(stamps in nanoseconds, their texts, value rows, the last line's fields) of every data
+    line, each checked."""
+    stamps, texts, rows, row = [], [], [], None
+    first = None                                  # (line, offset, as written) of the first row
+    for line_no, row in enumerate(reader, start=2):
+        where = f"{name} line {line_no}"
+        if len(row) != len(header):
+            raise ValueError(f"{where}: {len(row)} fields, expected {len(header)} ({header})")
+        text = row[t_idx]
+        stamp, offset, shown = _parse_time(text, where)
+        first = first or (line_no, offset, shown)
+        if offset != first[1]:
+            has, had = f"UTC offset {shown}" if shown else "no UTC offset", first[2] or "none"
+            raise ValueError(f"{where}: time {text!r} has {has}, but line {first[0]} has {had}; load_csv "
+                             "reads one clock per file: convert the times to one offset (or to UTC) first")
+        if stamps and stamp <= stamps[-1]:
+            raise ValueError(f"{where}: time {text} does not come after {texts[-1]} (line {line_no - 1})")
+        stamps.append(stamp)
+        texts.append(text)
+        rows.append([_parse_float(row[i], where, header[i]) for i in c_idx])
+    return stamps, texts, rows, row
 
 
 def _ends_with_line_break(path: Path) -> bool:
@@ -249,8 +432,7 @@ def temporal_split(series: Series, *, train_end: str = TRAIN_END, val_end: str =
     three parts stay disjoint as long as ``context`` <= the lookback. Each part holds its
     own copy of its rows: scaling one in place changes neither the others nor ``series``.
     """
-    if context < 0:
-        raise ValueError(f"context must be >= 0, got {context}")
+    context = check_nonnegative_int("context", context)
     t = series.timestamps
     b1, b2 = np.searchsorted(t, np.datetime64(train_end)), np.searchsorted(t, np.datetime64(val_end))
     if not 0 < b1 < b2 < len(series):
@@ -259,6 +441,11 @@ def temporal_split(series: Series, *, train_end: str = TRAIN_END, val_end: str =
         raise ValueError(f"context {context} is longer than the training part ({b1} steps)")
 
     return series.rows(0, b1), series.rows(b1 - context, b2), series.rows(b2 - context, len(series))
+
+
+def _is_index(c, n: int) -> bool:
+    """``c`` is an integer (not a bool) in [0, n)."""
+    return isinstance(c, numbers.Integral) and not isinstance(c, (bool, np.bool_)) and 0 <= c < n
 
 
 class Standardizer:
@@ -271,7 +458,7 @@ class Standardizer:
     """
 
     def __init__(self, eps: float = 1e-8):
-        self.eps = eps
+        self.eps = check_positive_number("eps", eps)
         self.mean: np.ndarray | None = None
         self.std: np.ndarray | None = None
 
@@ -295,7 +482,8 @@ class Standardizer:
             raise RuntimeError("Standardizer is not fitted: call fit(train_values) first")
         mean, std = self.mean, self.std
         if channels is not None:
-            mean, std = mean[channels], std[channels]
+            idx = self._channel_indices(channels)
+            mean, std = mean[idx], std[idx]
         shape = tuple(np.shape(x))
         width = shape[-1] if shape else None
         if width != len(mean):
@@ -307,6 +495,14 @@ class Standardizer:
         if isinstance(x, torch.Tensor):
             return torch.as_tensor(mean, device=x.device), torch.as_tensor(std, device=x.device)
         return mean, std
+
+    def _channel_indices(self, channels) -> list[int]:
+        """``channels`` as indices of the fitted channels, else a ValueError naming them."""
+        n = len(self.mean)
+        if not (isinstance(channels, (list, tuple, np.ndarray)) and all(_is_index(c, n) for c in channels)):
+            raise ValueError(f"channels must be a list of indices of the {n} fitted channels (0-{n - 1}), "
+                             f"got {channels!r}; e.g. channels=[0] for the first channel alone")
+        return [int(c) for c in channels]
 
     def transform(self, x, channels=None):
         """Scale ``x (..., C)``; ``channels`` picks the statistics for a subset of channels."""
@@ -362,7 +558,7 @@ def ett_borders(name: str, context: int = 0) -> tuple[tuple[int, int], ...]:
         raise ValueError(f"unknown ETT dataset {name!r}; expected one of {', '.join(ETT_NAMES)}")
     month = 30 * 24 * (4 if name.startswith("ETTm") else 1)
     b1, b2, b3 = 12 * month, 16 * month, 20 * month
-    if not 0 <= context <= b1:
+    if not check_nonnegative_int("context", context) <= b1:
         raise ValueError(f"context must be in [0, {b1}] (the training rows of {name}), got {context}")
     return (0, b1), (b1 - context, b2), (b2 - context, b3)
 
@@ -401,6 +597,7 @@ def load_ett(name: str, root, download: bool = True, *, context: int = 0,
     Informer / Autoformer / PatchTST code: 12 / 4 / 4 months of 30 days (see
     `ett_borders`); rows after month 20 are unused. The scaler is fitted on train only.
     """
+    download = check_bool("download", download)
     borders = ett_borders(name, context)
     expected = ETT_SHA256[name] if sha256 is _PINNED else sha256
     url, path = ETT_URL.format(name=name), Path(root) / f"{name}.csv"
@@ -486,12 +683,16 @@ def time_features(timestamps, holiday=None) -> np.ndarray:
     Columns: hour of day (period 24 h), day of week (7 days, Monday = 0), day of year
     (365.25 days). Sine/cosine pairs make 23:00 and 00:00 neighbours.
     """
-    t = np.asarray(timestamps).astype("datetime64[m]")
-    minutes = t.astype(np.int64)
-    hour = (minutes % (24 * 60)) / 60.0
+    t = np.asarray(timestamps)
+    unit = np.datetime_data(t.dtype)[0]
+    unit = unit if unit in ("m", "s", "ms", "us", "ns") else "ns" if unit in ("ps", "fs", "as") else "m"
+    t = t.astype(f"datetime64[{unit}]")                                  # seconds and fractions kept
+    per_minute = int(np.timedelta64(1, "m") / np.timedelta64(1, unit))
+    ticks = t.astype(np.int64)
+    hour = (ticks % (24 * 60 * per_minute)) / (60.0 * per_minute)
     day = (t.astype("datetime64[D]").astype(np.int64) + 3) % 7          # 1970-01-01 was a Thursday
-    year_start = t.astype("datetime64[Y]").astype("datetime64[m]").astype(np.int64)
-    day_of_year = (minutes - year_start) / (24 * 60.0)
+    year_start = t.astype("datetime64[Y]").astype(f"datetime64[{unit}]").astype(np.int64)
+    day_of_year = (ticks - year_start) / (24 * 60.0 * per_minute)
     columns = []
     for value, period in ((hour, 24.0), (day, 7.0), (day_of_year, 365.25)):
         angle = 2 * np.pi * value / period

@@ -1,11 +1,16 @@
 """Forecasters: the book's patch Transformer and the baselines it is measured against.
 
-Every forecaster is built with keyword arguments ``lookback``, ``horizon``, ``channels``
-plus its own hyperparameters, and maps a window ``x (B, lookback, C)`` to a forecast
-``(B, horizon, C)``. Letters: B batch, L lookback, C channels, T horizon, H hidden.
-The recurrent and convolutional models stand in for Chapters 10 and 11.
+Every forecaster is a `Forecaster`: built with keyword arguments ``lookback``, ``horizon``,
+``channels`` and ``revin`` plus its own hyperparameters, it maps a window
+``x (B, lookback, C)`` to a forecast ``(B, horizon, C)``. Letters: B batch, L lookback,
+C channels, T horizon, H hidden. The recurrent and convolutional models stand in for
+Chapters 10 and 11.
 """
 from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from types import MappingProxyType
 
 import torch
 import torch.nn.functional as F
@@ -15,9 +20,17 @@ from .attention import kernel_name, kernel_spec
 from .data import patchify
 from .layers import TransformerEncoder
 from .positional import make_attention_position, make_positional_encoding
-from .validation import check_dropout, check_positive_int, check_rank
+from .validation import (
+    check_bool,
+    check_dropout,
+    check_nonnegative_int,
+    check_nonnegative_number,
+    check_positive_int,
+    check_positive_number,
+    check_rank,
+)
 
-__all__ = ["check_window", "GRUForecaster", "CausalConv1d", "TemporalBlock", "TCNForecaster",
+__all__ = ["check_window", "Forecaster", "GRUForecaster", "CausalConv1d", "TemporalBlock", "TCNForecaster",
            "MovingAverage", "LinearForecaster", "RidgeForecaster", "seasonal_naive", "InstanceNorm",
            "PatchTransformer"]
 
@@ -32,16 +45,55 @@ def check_window(x, lookback: int, channels: int, name: str = "x") -> None:
         raise TypeError(f"{name} must be floating point, got dtype {x.dtype}")
 
 
-def _with_revin(model: nn.Module, x: torch.Tensor, forecast) -> torch.Tensor:
-    """``forecast(x)``, inside the model's instance normalisation when it has one
-    (``model.revin``, an `InstanceNorm` or None): x (B, L, C) -> (B, T, C)."""
-    if model.revin is None:
-        return forecast(x)
-    z, stats = model.revin.normalise(x)                     # (B, L, C)
-    return model.revin.denormalise(forecast(z), stats)      # (B, T, C)
+class Forecaster(nn.Module):
+    """What every forecaster shares: its sizes, the window check and instance normalisation.
+
+    A subclass calls ``super().__init__(lookback=..., horizon=..., channels=..., revin=...)``
+    first and writes ``_forecast(x (B, L, C)) -> (B, T, C)``; `forward` checks the window,
+    normalises it when ``revin`` (an `InstanceNorm`, ``self.revin``; None without), calls
+    ``_forecast`` and undoes the normalisation on the forecast. Arguments are keyword-only.
+    ``revin_affine=False`` drops RevIN's learned scale and shift (as PatchTST's scripts run it).
+    """
+
+    def __init__(self, *, lookback: int, horizon: int, channels: int = 1, revin: bool = False,
+                 revin_affine: bool = True):
+        super().__init__()
+        self.lookback = check_positive_int("lookback", lookback)
+        self.horizon = check_positive_int("horizon", horizon)
+        self.channels = check_positive_int("channels", channels)
+        self.revin = self._instance_norm(check_bool("revin", revin), check_bool("revin_affine", revin_affine))
+
+    def _instance_norm(self, revin: bool, affine: bool):
+        """The module that normalises each window and channel, or None."""
+        return InstanceNorm(self.channels, affine=affine) if revin else None
+
+    def check_window(self, x, name: str = "x", length: int | None = None) -> None:
+        """Raise unless ``x`` is a floating-point window (B, lookback or ``length``, channels)."""
+        check_window(x, self.lookback if length is None else length, self.channels, name)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.check_window(x)
+        return self._with_revin(x, self._forecast)
+
+    def _forecast(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError(f"Forecaster subclasses write _forecast(x (B, L, C)) -> (B, T, C); "
+                                  f"{type(self).__name__} has none")
+
+    def _normalise(self, x):
+        """x (B, L, C) normalised per window and channel, with the statistics to undo it."""
+        return (x, None) if self.revin is None else self.revin.normalise(x)
+
+    def _denormalise(self, y, stats):
+        """A forecast y (B, T, C) back in the window's level and scale."""
+        return y if stats is None else self.revin.denormalise(y, stats)
+
+    def _with_revin(self, x: torch.Tensor, forecast) -> torch.Tensor:
+        """``forecast(x)``, inside the instance normalisation when there is one: (B, L, C) -> (B, T, C)."""
+        z, stats = self._normalise(x)                           # (B, L, C)
+        return self._denormalise(forecast(z), stats)            # (B, T, C)
 
 
-class GRUForecaster(nn.Module):
+class GRUForecaster(Forecaster):
     """Gated recurrent forecaster (Cho et al. 2014): a GRU reads the window, a linear head forecasts.
 
     Math: ``h_t = GRU(x_t, h_{t-1})``; ``y = W h_L + b`` reshaped to (T, C).
@@ -55,23 +107,14 @@ class GRUForecaster(nn.Module):
 
     def __init__(self, *, lookback: int, horizon: int, channels: int = 1, hidden: int = 64,
                  layers: int = 1, dropout: float = 0.0, revin: bool = False):
-        super().__init__()
-        self.lookback = check_positive_int("lookback", lookback)
-        self.horizon = check_positive_int("horizon", horizon)
-        self.channels = check_positive_int("channels", channels)
-        check_positive_int("hidden", hidden)
-        check_positive_int("layers", layers)
+        super().__init__(lookback=lookback, horizon=horizon, channels=channels, revin=revin)
+        hidden, layers = check_positive_int("hidden", hidden), check_positive_int("layers", layers)
         dropout = check_dropout("dropout", dropout)
         # nn.GRU warns about dropout with one layer: there is no gap between layers to drop in.
-        self.gru = nn.GRU(channels, hidden, num_layers=layers, batch_first=True,
+        self.gru = nn.GRU(self.channels, hidden, num_layers=layers, batch_first=True,
                           dropout=dropout if layers > 1 else 0.0)
         self.drop = nn.Dropout(dropout)
-        self.head = nn.Linear(hidden, horizon * channels)
-        self.revin = InstanceNorm(channels) if revin else None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_window(x, self.lookback, self.channels)
-        return _with_revin(self, x, self._forecast)
+        self.head = nn.Linear(hidden, self.horizon * self.channels)
 
     def _forecast(self, x: torch.Tensor) -> torch.Tensor:
         out, _ = self.gru(x)                                     # (B, L, H)
@@ -87,6 +130,10 @@ class CausalConv1d(nn.Conv1d):
     """
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, dilation: int = 1):
+        in_channels, out_channels, kernel_size, dilation = (
+            check_positive_int(name, value) for name, value in (
+                ("in_channels", in_channels), ("out_channels", out_channels),
+                ("kernel_size", kernel_size), ("dilation", dilation)))
         super().__init__(in_channels, out_channels, kernel_size, dilation=dilation)
         self.left_pad = (kernel_size - 1) * dilation
 
@@ -106,7 +153,7 @@ class TemporalBlock(nn.Module):
         super().__init__()
         self.conv1 = CausalConv1d(in_channels, out_channels, kernel_size, dilation)
         self.conv2 = CausalConv1d(out_channels, out_channels, kernel_size, dilation)
-        self.drop = nn.Dropout(dropout)
+        self.drop = nn.Dropout(check_dropout("dropout", dropout))
         self.skip = (nn.Identity() if in_channels == out_channels
                      else nn.Conv1d(in_channels, out_channels, 1))
 
@@ -116,7 +163,7 @@ class TemporalBlock(nn.Module):
         return F.relu(h + self.skip(x))         # (B, C_out, L)
 
 
-class TCNForecaster(nn.Module):
+class TCNForecaster(Forecaster):
     """Temporal convolutional forecaster (Bai et al. 2018): dilated causal residual blocks, linear head.
 
     Math: receptive field ``R = 1 + 2 (k - 1) sum(dilations)`` (two convolutions per block);
@@ -132,34 +179,34 @@ class TCNForecaster(nn.Module):
 
     def __init__(self, *, lookback: int, horizon: int, channels: int = 1, hidden: int = 32,
                  kernel_size: int = 3, dilations=None, dropout: float = 0.0, revin: bool = False):
-        super().__init__()
-        self.lookback = check_positive_int("lookback", lookback)
-        self.horizon = check_positive_int("horizon", horizon)
-        self.channels = check_positive_int("channels", channels)
-        check_positive_int("hidden", hidden)
+        super().__init__(lookback=lookback, horizon=horizon, channels=channels, revin=revin)
+        hidden = check_positive_int("hidden", hidden)
         self.kernel_size = check_positive_int("kernel_size", kernel_size)
         if kernel_size < 2:
             raise ValueError(f"kernel_size must be >= 2 for the receptive field to grow, got {kernel_size}")
         dropout = check_dropout("dropout", dropout)
+        self.dilations = self._dilations(dilations)
+        widths = [self.channels] + [hidden] * len(self.dilations)
+        self.blocks = nn.Sequential(*(TemporalBlock(widths[i], widths[i + 1], self.kernel_size, d, dropout)
+                                      for i, d in enumerate(self.dilations)))
+        self.head = nn.Linear(hidden, self.horizon * self.channels)
+
+    def _dilations(self, dilations) -> tuple[int, ...]:
+        """The given dilations, checked to cover the lookback, or the fewest doublings that do."""
         if dilations is None:
             dilations = [1]
-            while self._field(dilations) < lookback:
+            while self._field(dilations) < self.lookback:
                 dilations.append(2 * dilations[-1])
-        else:
-            dilations = list(dilations)
-            if not dilations:
-                raise ValueError("dilations must be a non-empty sequence of positive ints, got []")
-            for d in dilations:
-                check_positive_int("each dilation", d)
-            if self._field(dilations) < lookback:
-                raise ValueError(f"dilations {tuple(dilations)} with kernel_size {kernel_size} give "
-                                 f"receptive field {self._field(dilations)} < lookback {lookback}")
-        self.dilations = tuple(dilations)
-        widths = [channels] + [hidden] * len(dilations)
-        self.blocks = nn.Sequential(*(TemporalBlock(widths[i], widths[i + 1], kernel_size, d, dropout)
-                                      for i, d in enumerate(dilations)))
-        self.head = nn.Linear(hidden, horizon * channels)
-        self.revin = InstanceNorm(channels) if revin else None
+            return tuple(dilations)
+        dilations = list(dilations)
+        if not dilations:
+            raise ValueError("dilations must be a non-empty sequence of positive ints, got []")
+        for d in dilations:
+            check_positive_int("each dilation", d)
+        if self._field(dilations) < self.lookback:
+            raise ValueError(f"dilations {tuple(dilations)} with kernel_size {self.kernel_size} give "
+                             f"receptive field {self._field(dilations)} < lookback {self.lookback}")
+        return tuple(dilations)
 
     def _field(self, dilations) -> int:
         return 1 + 2 * (self.kernel_size - 1) * sum(dilations)
@@ -171,13 +218,9 @@ class TCNForecaster(nn.Module):
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """Causal features of every step: (B, L, C) -> (B, L, H)."""
-        check_window(x, self.lookback, self.channels)
+        self.check_window(x)
         h = self.blocks(x.transpose(1, 2))      # (B, H, L)
         return h.transpose(1, 2)                # (B, L, H)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_window(x, self.lookback, self.channels)
-        return _with_revin(self, x, self._forecast)
 
     def _forecast(self, x: torch.Tensor) -> torch.Tensor:
         y = self.head(self.features(x)[:, -1])                   # (B, T*C)
@@ -210,7 +253,7 @@ class MovingAverage(nn.Module):
         return mean.to(x.dtype).transpose(1, 2)                   # (B, L, C)
 
 
-class LinearForecaster(nn.Module):
+class LinearForecaster(Forecaster):
     """DLinear (Zeng et al. 2023): one linear map over time for the trend, one for the remainder.
 
     Math: ``x = trend + season`` (trend = moving average); ``y = W_t trend + W_s season`` over time.
@@ -221,42 +264,30 @@ class LinearForecaster(nn.Module):
 
     Training: pass ``**LinearForecaster.FIT_OPTIONS`` to `labsupport.train.fit` (Adam from
     lr 1e-2, halved every epoch after the first two: the official scripts' ``type1``
-    schedule). The model is a linear map of 336 strongly correlated lags (the lag
-    covariance of the book's windows has condition number about 6e5): at a constant rate
-    Adam never settles, its training MSE keeps jumping 5-30% above the least-squares
-    floor, and early stopping keeps whichever jump the validation half-year liked. On the
-    book's windows (lookback 336, every training window, batch 128, patience 3, 3 seeds)
-    a constant 1e-3 gives test MSE 0.104 +- 0.005 and 1e-2 gives 0.126 +- 0.013; type1 from
-    1e-2 gives 0.0969 +- 0.0005, 3% above the closed-form ridge (0.0941).
+    schedule). The model is a linear map of many strongly correlated lags: at a constant
+    rate Adam does not settle near the least-squares floor, and early stopping keeps
+    whichever overshoot the validation part liked (tools/experiments/README.md has the runs).
 
     >>> LinearForecaster(lookback=48, horizon=12, channels=3)(torch.zeros(2, 48, 3)).shape
     torch.Size([2, 12, 3])
     """
 
-    FIT_OPTIONS = {"lr": 1e-2, "schedule": "type1"}
+    FIT_OPTIONS = MappingProxyType({"lr": 1e-2, "schedule": "type1"})
 
     def __init__(self, *, lookback: int, horizon: int, channels: int = 1, kernel_size: int = 25,
                  individual: bool = False, revin: bool = False):
-        super().__init__()
-        self.lookback = check_positive_int("lookback", lookback)
-        self.horizon = check_positive_int("horizon", horizon)
-        self.channels = check_positive_int("channels", channels)
+        super().__init__(lookback=lookback, horizon=horizon, channels=channels, revin=revin)
         self.trend = MovingAverage(kernel_size)
-        self.individual = bool(individual)
-        n = channels if individual else 1
-        self.trend_maps = nn.ModuleList(nn.Linear(lookback, horizon) for _ in range(n))
-        self.season_maps = nn.ModuleList(nn.Linear(lookback, horizon) for _ in range(n))
-        self.revin = InstanceNorm(channels) if revin else None
+        self.individual = check_bool("individual", individual)
+        n = self.channels if self.individual else 1
+        self.trend_maps = nn.ModuleList(nn.Linear(self.lookback, self.horizon) for _ in range(n))
+        self.season_maps = nn.ModuleList(nn.Linear(self.lookback, self.horizon) for _ in range(n))
 
     def decompose(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Split x (B, L, C) into (trend, remainder), each (B, L, C), which sum to x."""
-        check_window(x, self.lookback, self.channels)
+        self.check_window(x)
         trend = self.trend(x)                   # (B, L, C)
         return trend, x - trend
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_window(x, self.lookback, self.channels)
-        return _with_revin(self, x, self._forecast)
 
     def _forecast(self, x: torch.Tensor) -> torch.Tensor:
         trend, season = (part.transpose(1, 2) for part in self.decompose(x))   # (B, C, L) each
@@ -268,7 +299,7 @@ class LinearForecaster(nn.Module):
         return y.transpose(1, 2)                # (B, T, C)
 
 
-class RidgeForecaster(nn.Module):
+class RidgeForecaster(Forecaster):
     """Closed-form ridge regression from the lookback window to the horizon: the linear
     baseline that every accuracy table carries beside the trained models.
 
@@ -281,6 +312,9 @@ class RidgeForecaster(nn.Module):
     channel by its own mean and standard deviation and undoes it on the forecast (RevIN
     without the learned affine map), like the trained models' instance normalisation.
     The weights are parameters without gradients, so parameter counts include them.
+    ``penalties``: finite numbers >= 0 (default `PENALTIES`); ``eps`` > 0 keeps a constant
+    window's standard deviation above zero. A penalty whose solution is not finite (0 on
+    inputs without variance) is never kept.
 
     >>> x = torch.randn(200, 8, 1)
     >>> y = x[:, -2:] * 2.0                           # the last two steps, doubled
@@ -293,19 +327,17 @@ class RidgeForecaster(nn.Module):
 
     def __init__(self, *, lookback: int, horizon: int, channels: int = 1, penalties=None,
                  revin: bool = False, eps: float = 1e-5):
-        super().__init__()
-        self.lookback = check_positive_int("lookback", lookback)
-        self.horizon = check_positive_int("horizon", horizon)
-        self.channels = check_positive_int("channels", channels)
-        penalties = self.PENALTIES if penalties is None else tuple(penalties)
-        if not penalties or any(isinstance(p, bool) or not isinstance(p, (int, float)) or p < 0
-                                for p in penalties):
-            raise ValueError(f"penalties must be a non-empty sequence of numbers >= 0, got {penalties!r}")
-        self.penalties, self.revin, self.eps = penalties, bool(revin), eps
-        self.weight = nn.Parameter(torch.zeros(horizon, lookback), requires_grad=False)   # (T, L)
-        self.bias = nn.Parameter(torch.zeros(horizon), requires_grad=False)               # (T,)
+        super().__init__(lookback=lookback, horizon=horizon, channels=channels, revin=revin)
+        self.penalties = self.PENALTIES if penalties is None else _penalties(penalties)
+        self.eps = check_positive_number("eps", eps)
+        self.weight = nn.Parameter(torch.zeros(self.horizon, self.lookback), requires_grad=False)   # (T, L)
+        self.bias = nn.Parameter(torch.zeros(self.horizon), requires_grad=False)                    # (T,)
         self.penalty: float | None = None
         self.validation_mse: dict = {}
+
+    def _instance_norm(self, revin: bool, affine: bool) -> bool:
+        """The ridge normalises inside its float64 solve (`_rows`): a flag, not a module."""
+        return revin
 
     def _rows(self, x: torch.Tensor):
         """(B, L, C) -> rows (B*C, L) in float64, with the per-row statistics when revin."""
@@ -322,8 +354,8 @@ class RidgeForecaster(nn.Module):
             raise TypeError(f"{name} must be an (inputs (N, {self.lookback}, {self.channels}), "
                             f"targets (N, {self.horizon}, {self.channels})) pair of tensors")
         x, y = data
-        check_window(x, self.lookback, self.channels, f"{name} inputs")
-        check_window(y, self.horizon, self.channels, f"{name} targets")
+        self.check_window(x, f"{name} inputs")
+        self.check_window(y, f"{name} targets", length=self.horizon)
         if len(x) != len(y) or len(x) == 0:
             raise ValueError(f"{name}: {len(x)} inputs and {len(y)} targets; expected the same, "
                              "non-zero number of windows")
@@ -351,8 +383,12 @@ class RidgeForecaster(nn.Module):
             b = y_mean - x_mean @ W                                       # (T,)
             mse = self._denormalised_mse(Xv @ W + b, Yv, stats)
             self.validation_mse[penalty] = mse
-            if best is None or mse < best[0]:
+            if math.isfinite(mse) and (best is None or mse < best[0]):
                 best = (mse, penalty, W, b)
+        if best is None:
+            raise ValueError(f"RidgeForecaster.fit: no penalty of {self.penalties} gives a finite validation "
+                             f"MSE (got {list(self.validation_mse.values())}); the inputs have too little "
+                             "variance for them: pass larger penalties, e.g. penalties=[1.0, 10.0]")
         _, self.penalty, W, b = best
         self.weight.copy_(W.T.to(self.weight.dtype))
         self.bias.copy_(b.to(self.bias.dtype))
@@ -367,7 +403,7 @@ class RidgeForecaster(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.penalty is None:
             raise RuntimeError("RidgeForecaster is not fitted: call .fit(train, val) first")
-        check_window(x, self.lookback, self.channels)
+        self.check_window(x)
         B, L, C = x.shape
         rows, stats = self._rows(x)                                       # (B*C, L)
         y = rows @ self.weight.double().T + self.bias.double()            # (B*C, T)
@@ -378,6 +414,22 @@ class RidgeForecaster(nn.Module):
     def extra_repr(self) -> str:
         return (f"lookback={self.lookback}, horizon={self.horizon}, channels={self.channels}, "
                 f"revin={self.revin}, penalty={self.penalty}")
+
+
+def _penalties(penalties) -> tuple[float, ...]:
+    """The ridge's penalties as floats, each finite and >= 0 (a NaN or inf would make every
+    forecast NaN; a negative one can make the system singular)."""
+    if isinstance(penalties, (str, bytes)) or not isinstance(penalties, Iterable):
+        raise TypeError(f"penalties must be a sequence of numbers, e.g. [1.0, 10.0], got "
+                        f"{type(penalties).__name__} {penalties!r}")
+    values = tuple(penalties)
+    try:
+        checked = tuple(check_nonnegative_number("penalty", p) for p in values)
+    except ValueError:
+        checked = ()
+    if not checked:
+        raise ValueError(f"penalties must be a non-empty sequence of finite numbers >= 0, got {values!r}")
+    return checked
 
 
 def seasonal_naive(x: torch.Tensor, period: int, horizon: int) -> torch.Tensor:
@@ -410,7 +462,9 @@ class InstanceNorm(nn.Module):
 
     def __init__(self, channels: int, eps: float = 1e-5, affine: bool = True):
         super().__init__()
-        self.eps = eps
+        channels = check_positive_int("channels", channels)
+        self.eps = check_positive_number("eps", eps)
+        affine = check_bool("affine", affine)
         self.weight = nn.Parameter(torch.ones(channels)) if affine else None
         self.bias = nn.Parameter(torch.zeros(channels)) if affine else None
 
@@ -427,7 +481,7 @@ class InstanceNorm(nn.Module):
         return y * std + mean
 
 
-class PatchTransformer(nn.Module):
+class PatchTransformer(Forecaster):
     """The book's forecaster: patches of the window are tokens for a causal Transformer
     encoder, and a linear head reads the forecast off the last token (after PatchTST,
     Nie et al. 2023).
@@ -454,57 +508,84 @@ class PatchTransformer(nn.Module):
     ``L = patch_len + k * stride`` (Section 12.3 tests extrapolation), as far as its
     positional encoding allows.
 
-    PatchTST's backbone as published (Nie et al. 2023, the official code's defaults) is
-    ``norm="batch", activation="gelu", attn_dropout=0.0, pad_end=True, revin_affine=False,
-    head="flatten", causal=False, norm_first=False``: BatchNorm of each feature over every
-    token (`labsupport.layers.TokenBatchNorm`) instead of LayerNorm; no dropout on the
-    attention weights (``dropout`` still acts on the residual branches and in the FFN);
-    the window's last value repeated ``stride`` times at its end, which adds one patch
-    (42 instead of 41 for L = 336, patches of 16, stride 8). The defaults keep the book's
-    model: LayerNorm, ReLU, ``attn_dropout`` equal to ``dropout``, no padding, learned RevIN.
-    On a CPU, attention-weight dropout costs about a third of the training speed: the fused
-    SDPA kernels do not drop weights, so each layer falls back to the explicit L x L path.
+    ``backbone`` (`BACKBONES`): ``"book"`` (LayerNorm, ReLU, no padding, RevIN with its
+    learned scale and shift) or ``"patchtst"``, PatchTST's: BatchNorm of each feature over
+    every token (`labsupport.layers.TokenBatchNorm`), GELU, the window's last value
+    repeated ``stride`` times at its end (one more patch: 42 instead of 41 for L = 336,
+    patches of 16, stride 8), RevIN without the affine map. ``attn_dropout`` acts on the
+    attention weights (default: ``dropout``, which also acts on the residual branches and
+    in the FFN); on a CPU it costs about a third of the training speed, since the fused
+    SDPA kernels do not drop weights and each layer falls back to the explicit L x L path.
+    `patchtst` builds PatchTST's published model (`PATCHTST`).
     """
+
+    BACKBONES = MappingProxyType({
+        "book": MappingProxyType(dict(norm="layer", activation="relu", pad_end=False, revin_affine=True)),
+        "patchtst": MappingProxyType(dict(norm="batch", activation="gelu", pad_end=True, revin_affine=False)),
+    })
+    # PatchTST/42 (Nie et al. 2023; the official code's defaults and its L = 336 scripts'
+    # default model): bidirectional post-norm encoder, flatten head, no attention dropout.
+    PATCHTST = MappingProxyType(dict(
+        patch_len=16, stride=8, d_model=128, n_heads=16, n_layers=3, d_ff=256, dropout=0.2,
+        attn_dropout=0.0, pos_encoding="learned", causal=False, norm_first=False, head="flatten",
+        revin=True, backbone="patchtst"))
 
     def __init__(self, *, lookback: int, horizon: int, channels: int = 1, patch_len: int = 24,
                  stride: int = 12, d_model: int = 64, n_heads: int = 4, n_layers: int = 2,
-                 d_ff: int = 128, dropout: float = 0.1, pos_encoding: str = "learned",
-                 kernel="sdpa", causal: bool = True, revin: bool = True, norm_first: bool = True,
-                 head: str = "last", time_features: int = 0, norm: str = "layer",
-                 activation: str = "relu", attn_dropout: float | None = None, pad_end: bool = False,
-                 revin_affine: bool = True):
-        super().__init__()
-        lookback, horizon, channels, patch_len, stride, d_model, n_heads = (
-            check_positive_int(name, value) for name, value in (
-                ("lookback", lookback), ("horizon", horizon), ("channels", channels),
-                ("patch_len", patch_len), ("stride", stride), ("d_model", d_model), ("n_heads", n_heads)))
-        if lookback < patch_len or (lookback - patch_len) % stride:
-            raise ValueError(f"lookback {lookback} does not split into patches of {patch_len} "
+                 d_ff: int | None = 128, dropout: float = 0.1, attn_dropout: float | None = None,
+                 pos_encoding: str = "learned", kernel="sdpa", causal: bool = True, revin: bool = True,
+                 norm_first: bool = True, head: str = "last", time_features: int = 0,
+                 backbone: str = "book"):
+        spec = self._backbone(backbone)
+        super().__init__(lookback=lookback, horizon=horizon, channels=channels, revin=revin,
+                         revin_affine=spec["revin_affine"])
+        patch_len, stride, d_model, n_heads, n_layers = (check_positive_int(name, value) for name, value in (
+            ("patch_len", patch_len), ("stride", stride), ("d_model", d_model), ("n_heads", n_heads),
+            ("n_layers", n_layers)))
+        d_ff = None if d_ff is None else check_positive_int("d_ff", d_ff)
+        if self.lookback < patch_len or (self.lookback - patch_len) % stride:
+            raise ValueError(f"lookback {self.lookback} does not split into patches of {patch_len} "
                              f"with stride {stride}: need lookback = {patch_len} + k * {stride}")
         if head not in ("last", "flatten"):
             raise ValueError(f"head must be 'last' or 'flatten', got {head!r}")
         if d_model % n_heads:
             raise ValueError(f"d_model {d_model} is not divisible by n_heads {n_heads}")
-        self.lookback, self.horizon, self.channels = lookback, horizon, channels
-        self.patch_len, self.stride, self.causal, self.head_kind = patch_len, stride, causal, head
         dropout = check_dropout("dropout", dropout)
         attn_dropout = dropout if attn_dropout is None else check_dropout("attn_dropout", attn_dropout)
-        self.pos_encoding, self.time_features, self.pad_end = pos_encoding, time_features, bool(pad_end)
-        self.n_patches = (lookback + self.pad_end * stride - patch_len) // stride + 1
+        self.patch_len, self.stride, self.head_kind, self.backbone = patch_len, stride, head, backbone
+        self.causal, norm_first = check_bool("causal", causal), check_bool("norm_first", norm_first)
+        self.pos_encoding, self.pad_end = pos_encoding, spec["pad_end"]
+        self.time_features = check_nonnegative_int("time_features", time_features)
+        self.n_patches = (self.lookback + self.pad_end * stride - patch_len) // stride + 1
         self._check_kernel(kernel)                      # fail here, not in the first forward
-        self.revin = InstanceNorm(channels, affine=revin_affine) if revin else None
         self.embed = nn.Linear(patch_len, d_model)
         self.position = make_positional_encoding(pos_encoding, d_model=d_model, max_len=self.n_patches)
         in_attention = make_attention_position(pos_encoding, n_heads=n_heads,
-                                               head_dim=d_model // n_heads, causal=causal)
-        self.encoder = TransformerEncoder(d_model, n_heads, n_layers, d_ff, dropout,
-                                          norm_first=norm_first, kernel=kernel, position=in_attention,
-                                          norm=norm, activation=activation, attn_dropout=attn_dropout)
+                                               head_dim=d_model // n_heads, causal=self.causal)
+        self.encoder = TransformerEncoder(d_model, n_heads, n_layers, d_ff, dropout, norm_first=norm_first,
+                                          kernel=kernel, position=in_attention, norm=spec["norm"],
+                                          activation=spec["activation"], attn_dropout=attn_dropout)
         width = d_model if head == "last" else self.n_patches * d_model
-        self.head = nn.Linear(width, horizon)
-        if time_features:
-            self.time_in = nn.Linear(time_features, d_model)              # each token's calendar
-            self.time_out = nn.Linear(horizon * time_features, width)     # the horizon's calendar
+        self.head = nn.Linear(width, self.horizon)
+        if self.time_features:
+            self.time_in = nn.Linear(self.time_features, d_model)               # each token's calendar
+            self.time_out = nn.Linear(self.horizon * self.time_features, width)  # the horizon's calendar
+
+    @classmethod
+    def patchtst(cls, *, lookback: int, horizon: int, channels: int = 1, **overrides) -> "PatchTransformer":
+        """PatchTST's published model (`PATCHTST`), with ``overrides`` replacing any of its
+        options: e.g. the hourly ETT scripts' ``d_model=16, n_heads=4, d_ff=128, dropout=0.3``.
+
+        >>> PatchTransformer.patchtst(lookback=336, horizon=96, channels=7).n_patches
+        42
+        """
+        return cls(lookback=lookback, horizon=horizon, channels=channels, **(dict(cls.PATCHTST) | overrides))
+
+    @classmethod
+    def _backbone(cls, name):
+        if name not in cls.BACKBONES:
+            raise ValueError(f"backbone must be one of {', '.join(map(repr, cls.BACKBONES))}, got {name!r}")
+        return cls.BACKBONES[name]
 
     def _check_kernel(self, kernel) -> None:
         """The kernel's spec must allow this model: causal if it is causal, and a kernel
@@ -523,7 +604,7 @@ class PatchTransformer(nn.Module):
         lengths that split into whole patches. Time features must cover L + T steps."""
         L = x.shape[1] if isinstance(x, torch.Tensor) and x.dim() == 3 else self.lookback
         fits = L >= self.patch_len and (L - self.patch_len) % self.stride == 0
-        check_window(x, L if fits and self.head_kind == "last" else self.lookback, self.channels)
+        self.check_window(x, length=L if fits and self.head_kind == "last" else self.lookback)
         if self.time_features:
             expected = (x.shape[0], L + self.horizon, self.time_features)
             if not isinstance(time, torch.Tensor) or tuple(time.shape) != expected:
@@ -535,7 +616,7 @@ class PatchTransformer(nn.Module):
 
     def patches(self, x):
         """Cut the last axis into the model's patches: (..., L) -> (..., N, patch_len); with
-        ``pad_end`` the last value is first repeated ``stride`` times (PatchTST's padding)."""
+        PatchTST's backbone the last value is first repeated ``stride`` times (its padding)."""
         if self.pad_end:
             x = torch.cat([x, x[..., -1:].expand(*x.shape[:-1], self.stride)], dim=-1)   # (..., L + stride)
         return patchify(x, self.patch_len, self.stride)                                 # (..., N, P)
@@ -547,10 +628,17 @@ class PatchTransformer(nn.Module):
 
     def forward(self, x, time=None, positions=None, *, return_weights=False):
         self._check(x, time)
+        z, stats = self._normalise(x)                                     # (B, L, C)
+        out = self._forecast(z, time, positions, return_weights=return_weights)
+        if not return_weights:
+            return self._denormalise(out, stats)                          # (B, T, C)
+        y, weights = out
+        return self._denormalise(y, stats), weights
+
+    def _forecast(self, x, time=None, positions=None, *, return_weights=False):
+        """Steps 2-6 on the normalised window x (B, L, C): the forecast (B, T, C), with the
+        attention weights of every layer when ``return_weights``."""
         B, L, C = x.shape
-        stats = None
-        if self.revin is not None:
-            x, stats = self.revin.normalise(x)                        # (B, L, C)
         series = x.transpose(1, 2).reshape(B * C, L)                   # (B*C, L): channels apart
         tokens = self.embed(self.patches(series))                       # (B*C, N, d_model)
         if positions is not None and positions.dim() == 2:
@@ -566,6 +654,4 @@ class PatchTransformer(nn.Module):
             future = time[:, L:].flatten(1)                            # (B, T*F)
             features = features + self.time_out(future).repeat_interleave(C, dim=0)
         y = self.head(features).view(B, C, self.horizon).transpose(1, 2)   # (B, T, C)
-        if stats is not None:
-            y = self.revin.denormalise(y, stats)
         return (y, weights) if return_weights else y

@@ -1,40 +1,57 @@
-"""Printing measured results the same way in every notebook: verdicts and small tables,
-and the record of what executed the notebook.
+"""Printing measured results the same way in every notebook: verdicts, checklists and
+small tables.
 
 A verdict is a claim and whether it held, on one line; the regression tests compare
-these lines, so a claim must not print hardware-dependent numbers.
-
-The record: an early cell calls ``RUN = start_run(P)``, the last cell
-``record_run(RUN)``, which prints the device, versions, profile, wall time and peak
-memory on one line and glues them for the book's page "Where the numbers came from"
-(`labsupport.provenance`, `labsupport.sphinx_provenance`).
+these lines, so a claim must not print hardware-dependent numbers. Whether a claim held
+is a bool (Python's or NumPy's, or a one-element bool tensor): anything else, such as
+the string ``"False"`` or a NaN, which ``bool()`` would print as True, is refused. The
+record of what executed a notebook is `labsupport.provenance`'s.
 
 >>> verdict("rows sum to one", True, width=20)
 rows sum to one      True
 """
 from __future__ import annotations
 
-import json
-import platform
-import time
-from dataclasses import dataclass
-from datetime import datetime, timezone
-from pathlib import Path
+import numbers
 
+import numpy as np
 import torch
 
-from .devices import pick_device
-from .profile import Profile, current
-from .provenance import RUN_KEY, summary
-from .timing import attention_inputs, dtype_error, dtype_name, sdpa_backend_used, session_peak_bytes
-from .validation import check_instance
+from .timing import add_peak_fraction, attention_inputs, dtype_error, dtype_name, sdpa_backend_used
+from .units import format_bytes
+from .validation import check_instance, check_nonnegative_int
 
 WIDTH = 58
+_BOOL_FIX = "pass the comparison itself (e.g. error < 1e-4), or reduce a tensor with .all() or .any()"
 
 
 def verdict(claim: str, holds, *, width: int = WIDTH) -> None:
     """Print ``claim`` padded to ``width`` and whether it ``holds`` (True/False)."""
-    print(f"{claim:<{width}} {bool(holds)}")
+    check_instance("verdict's claim", claim, str, "a str")
+    holds = _holds(holds, f"verdict {claim!r}")
+    print(f"{claim:<{check_nonnegative_int('width', width)}} {holds}")
+
+
+def _holds(holds, where: str) -> bool:
+    """``holds`` as a bool, if it is one: a bool, a NumPy bool or a one-element bool tensor."""
+    if isinstance(holds, (bool, np.bool_)):
+        return bool(holds)
+    if isinstance(holds, torch.Tensor) and holds.dtype == torch.bool and holds.numel() == 1:
+        return bool(holds.item())
+    raise TypeError(f"{where}: holds must be a bool, a NumPy bool or a one-element bool tensor, "
+                    f"got {_kind(holds)}; {_BOOL_FIX}")
+
+
+def _kind(value) -> str:
+    """What ``value`` is, for a message: ``str 'False'``, ``float nan``, ``a bool tensor of shape (2,)``."""
+    if isinstance(value, torch.Tensor):
+        dtype = "bool" if value.dtype == torch.bool else str(value.dtype)
+        return f"a {dtype} tensor of shape {tuple(value.shape)}"
+    if isinstance(value, str):
+        return f"str {value!r}"
+    if isinstance(value, numbers.Number):
+        return f"{type(value).__name__} {value}"
+    return type(value).__name__
 
 
 def glue(name: str, value, *, display: bool = False) -> None:
@@ -58,29 +75,78 @@ def glue(name: str, value, *, display: bool = False) -> None:
 
 def checklist(rows, *, title: str = "checks", width: int = WIDTH) -> None:
     """Print secondary checks as one compact block under a ``title``: each claim and
-    whether it held, so that a section's main claims keep their own `verdict` lines."""
-    rows = [(claim, bool(holds)) for claim, holds in rows]
+    whether it held, so that a section's main claims keep their own `verdict` lines.
+    ``rows``: ``(claim, holds)`` pairs, ``holds`` a bool as for `verdict`; every row is
+    checked before anything is printed."""
+    rows = [_checklist_row(i, row) for i, row in enumerate(rows)]
+    width = check_nonnegative_int("width", width)
     held = sum(holds for _, holds in rows)
     print(f"{title}: {held} of {len(rows)} hold")
     for claim, holds in rows:
-        print(f"  {claim:<{width - 2}} {holds}")
+        print(f"  {claim:<{max(width - 2, 0)}} {holds}")
+
+
+def _checklist_row(i: int, row) -> tuple[str, bool]:
+    if not isinstance(row, (tuple, list)):
+        raise TypeError(f"checklist row {i} must be a (claim, holds) pair, got {_kind(row)}")
+    if len(row) != 2:
+        raise ValueError(f"checklist row {i} has {len(row)} item{'s' * (len(row) != 1)}, expected 2: "
+                         f"(claim, holds), got {row!r}")
+    claim, holds = row
+    if not isinstance(claim, str):
+        raise TypeError(f"checklist row {i}: the claim must be a str, got {_kind(claim)}")
+    return claim, _holds(holds, f"checklist row {i} ({claim!r})")
 
 
 def table(headers, rows, *, formats=None) -> None:
-    """Print rows under right-aligned headers; ``formats`` maps a column to a format spec
-    (``"{:.1f}"``) or a callable."""
-    formats = formats or {}
-    cells = [[_fmt(value, formats.get(i)) for i, value in enumerate(row)] for row in rows]
-    widths = [max(len(str(h)), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    """Print rows under right-aligned headers; ``formats`` maps a column index to a format
+    spec (``"{:.1f}"``) or a callable. Every row must have one value per header; every row
+    is checked and formatted before anything is printed."""
+    headers = list(headers)
+    formats = _table_formats(formats, headers)
+    cells = [[_fmt(value, formats.get(j), (i, j, headers[j]))
+              for j, value in enumerate(_table_row(i, row, headers))] for i, row in enumerate(rows)]
+    widths = [max(len(str(h)), *(len(r[j]) for r in cells)) for j, h in enumerate(headers)]
     print("  ".join(f"{h:>{w}}" for h, w in zip(headers, widths)))
     for r in cells:
         print("  ".join(f"{c:>{w}}" for c, w in zip(r, widths)))
 
 
-def _fmt(value, spec) -> str:
+def _table_formats(formats, headers) -> dict:
+    """``formats`` checked: keys are column indices of ``headers``, values specs or callables."""
+    formats = {} if formats is None else formats
+    check_instance("table's formats", formats, dict, "a dict {column index: format}, or None")
+    columns = ", ".join(f"{j} {h!r}" for j, h in enumerate(headers))
+    for key, spec in formats.items():
+        if isinstance(key, bool) or not isinstance(key, numbers.Integral) or not 0 <= key < len(headers):
+            raise ValueError(f"table formats name column {key!r}, but there are {len(headers)} columns "
+                             f"({columns}); formats map a column index to a format")
+        if not (isinstance(spec, str) or callable(spec)):
+            raise TypeError(f"table formats[{key}] must be a format string such as '{{:.1f}}' or a "
+                            f"callable, got {_kind(spec)}")
+    return formats
+
+
+def _table_row(i: int, row, headers) -> list:
+    if not isinstance(row, (tuple, list, np.ndarray)):
+        raise ValueError(f"table row {i} must be a sequence of {len(headers)} values, got {_kind(row)}")
+    if len(row) != len(headers):
+        raise ValueError(f"table row {i} has {len(row)} value{'s' * (len(row) != 1)}, but there are "
+                         f"{len(headers)} headers ({headers}); give each row one value per header")
+    return list(row)
+
+
+def _fmt(value, spec, where) -> str:
     if spec is None:
         return str(value)
-    return spec(value) if callable(spec) else spec.format(value)
+    if callable(spec):
+        return spec(value)
+    try:
+        return spec.format(value)
+    except (ValueError, TypeError, KeyError, IndexError) as err:
+        i, j, header = where
+        raise ValueError(f"table row {i}, column {j} ({header!r}): format {spec!r} cannot format "
+                         f"{value!r} ({type(value).__name__}): {err}") from err
 
 
 def sweep_table(rows, *, flops: bool = False, peak=None) -> None:
@@ -91,7 +157,6 @@ def sweep_table(rows, *, flops: bool = False, peak=None) -> None:
     ``flops`` adds the achieved TFLOP/s; ``peak`` (a `labsupport.timing.matmul_peak`
     measured in the dtype the rows ran in) adds it and the fraction of that peak, in a
     column headed with the peak's label (``% of bf16 peak``, ``% of fp32 peak``)."""
-    from .timing import add_peak_fraction, format_bytes
 
     def ranged(r):                      # several repetitions: they differ, min < max
         return r["status"] == "ok" and r["time_min"] != r["time_max"]
@@ -141,110 +206,3 @@ def precision_note(kernels, length: int, dtype, *, make_inputs=None, **kernel_kw
            for name, kernel in kernels.items()], formats={1: "{:.1e}"})
 
 
-def machine_name(device=None) -> str:
-    """A short name of the device a measurement ran on, for labels and saved sweeps."""
-    import os
-    import platform
-
-    device = pick_device(device)
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return f"CPU, {os.cpu_count()} cores ({platform.machine()})"
-
-
-def save_sweep(rows, path, *, title: str = "", device=None, profile: str = "") -> Path:
-    """Write `cost_sweep` rows to a JSON file, with where and how they were measured."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    record = dict(title=title, device=machine_name(device), profile=profile,
-                  torch=torch.__version__, rows=list(rows))
-    path.write_text(json.dumps(record, indent=1))
-    return path
-
-
-def load_sweep(path) -> dict:
-    """Read a sweep written by `save_sweep`; a clear error if it is not one."""
-    path = Path(path)
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f"cannot read a saved sweep from {path}: {err}") from err
-    missing = {"rows", "device"} - set(record) if isinstance(record, dict) else {"rows"}
-    rows = record.get("rows", []) if isinstance(record, dict) else []
-    if missing or not all({"kernel", "length", "status"} <= set(r) for r in rows):
-        raise ValueError(f"{path} is not a saved sweep: expected keys 'device' and 'rows', "
-                         "each row with 'kernel', 'length' and 'status'")
-    return record
-
-
-def cpu_model() -> str:
-    """The processor's model name (Linux: ``/proc/cpuinfo``), else what Python reports."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() in ("model name", "Model") and value.strip():
-                return " ".join(value.split())
-    except OSError:
-        pass
-    return platform.processor() or f"{platform.machine() or 'unknown'} CPU"
-
-
-def device_description(device) -> str:
-    """The GPU's name, or the CPU's model and the threads PyTorch uses."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    threads = torch.get_num_threads()
-    return f"{cpu_model()} ({threads} thread{'s' if threads != 1 else ''})"
-
-
-@dataclass(frozen=True)
-class RunStart:
-    """When and with which profile a notebook's execution began; `record_run` ends it."""
-
-    profile: str
-    device: torch.device
-    started: float                     # time.perf_counter() at the start
-
-
-def start_run(profile=None) -> RunStart:
-    """Mark the start of a notebook's execution (call it in an early cell).
-
-    ``profile``: the notebook's `labsupport.profile.Profile` (``P``), or None for
-    `labsupport.profile.current()`.
-    """
-    profile = current() if profile is None else profile
-    check_instance("start_run's profile", profile, Profile,
-                   "the notebook's labsupport.profile.Profile (P = profile.current()) or None")
-    return RunStart(profile.name, profile.device, time.perf_counter())
-
-
-def run_record(start: RunStart) -> dict:
-    """The record of this execution (`labsupport.provenance` lists its fields): device,
-    torch and CUDA versions, profile, wall time since ``start`` and peak memory: the
-    CUDA allocator's peak on a GPU, and the process's peak resident set (both across
-    the resets that measurements make: `labsupport.timing.session_peak_bytes`)."""
-    check_instance("the run's start", start, RunStart,
-                   "what start_run(P) returned (add RUN = start_run(P) after the imports)")
-    return dict(device=device_description(start.device), torch=torch.__version__,
-                cuda=torch.version.cuda, python=platform.python_version(),
-                profile=start.profile, wall_s=round(time.perf_counter() - start.started, 1),
-                peak_gpu_bytes=session_peak_bytes(start.device) if start.device.type == "cuda" else None,
-                peak_rss_bytes=session_peak_bytes("cpu"),
-                finished=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
-
-
-def record_run(start: RunStart) -> None:
-    """The notebook's last cell: print the record of this execution on one line and glue
-    it (``myst_nb.glue``, not displayed) under `labsupport.provenance.RUN_KEY`, for the
-    page "Where the numbers came from". Without myst-nb or outside a Jupyter kernel
-    (Colab, a script) the line is printed and nothing is glued."""
-    record = run_record(start)
-    print("run record:", summary(record))
-    try:
-        from IPython import get_ipython
-        from myst_nb import glue
-    except ImportError:
-        return
-    if get_ipython() is not None:
-        glue(RUN_KEY, record, display=False)

@@ -9,7 +9,7 @@ in a page::
 When the page is written, after every document has been read (and, with execution on,
 executed), the directive becomes a table with one row per notebook of the book, in
 table-of-contents order: what executed the outputs the build rendered, from the record
-that notebook's last cell glued (`labsupport.report.record_run`, under
+that notebook's last cell glued (`labsupport.provenance.record_run`, under
 `labsupport.provenance.RUN_KEY`). myst-nb keeps each notebook's glued values in its
 output folder (``<docname>.glue.json``, the file its own ``{glue}`path::key``` reads);
 a notebook that glued no record reads "not recorded", and the build goes on.

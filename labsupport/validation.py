@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
 import torch
 
 QKV_LEGEND = "expected q (B,H,L,D), k (B,H,S,D), v (B,H,S,Dv)"
@@ -89,6 +90,28 @@ def check_finite_number(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     return float(value)
+
+
+def check_positive_number(name: str, value) -> float:
+    """Return ``value`` as a float if it is a finite real number > 0 (not a bool), else raise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < math.inf:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def check_nonnegative_number(name: str, value) -> float:
+    """Return ``value`` as a float if it is a finite real number >= 0 (not a bool), else raise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < math.inf:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def check_bool(name: str, value) -> bool:
+    """Return ``value`` as a bool if it is one (Python's or NumPy's), else raise ``TypeError``:
+    a string such as ``"no"`` or a number is truthy and would switch the option on."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool (True or False), got {type(value).__name__} {value!r}")
+    return bool(value)
 
 
 def check_probability(name: str, value) -> float:

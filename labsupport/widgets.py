@@ -6,7 +6,7 @@ built on a plain figure function that the book also shows statically.
 - `encoding_figure` / `encoding_explorer`: what a positional encoding assigns and how
   two positions relate by offset;
 - `cost_figure` / `cost_explorer`: time, memory or TFLOP/s of saved cost sweeps
-  (`report.save_sweep`), several machines on one log-log plot.
+  (`provenance.save_sweep`), several machines on one log-log plot.
 
 >>> fig = encoding_figure("rope", d_model=16, length=32)
 >>> len(fig.axes) >= 2
@@ -20,7 +20,7 @@ import torch
 
 from . import plots
 from .positional import RotaryEmbedding, alibi_bias, relative_position_bucket, sinusoidal_encoding
-from .report import load_sweep
+from .provenance import load_sweep
 
 ENCODINGS = ("sinusoidal", "rope", "alibi", "relative")
 
@@ -162,7 +162,7 @@ def _sweeps(sources):
     """Saved sweeps from paths or already-loaded records, each with a label."""
     records = [load_sweep(s) if not isinstance(s, dict) else s for s in sources]
     if not records:
-        raise ValueError("give at least one saved sweep (a path or a report.load_sweep record)")
+        raise ValueError("give at least one saved sweep (a path or a provenance.load_sweep record)")
     return records
 
 

@@ -595,7 +595,7 @@ def test_other_setups_are_refused_before_any_training(monkeypatch):
     two = {part: (getattr(task, part)[0], getattr(task, part)[1].expand(-1, -1, 2))
            for part in ("train", "val", "test")}                           # targets of two channels
     with pytest.raises(ValueError, match=r"task.scaler cannot map the targets' 2 channel\(s\) back to MW "
-                                         r"\(index 1 is out of bounds.*or pass unit=None"):
+                                         r"\(channels must be a list of indices.*or pass unit=None"):
         compare(dataclasses.replace(task, **two), {"A": Trainable(dlinear)}, revin=True, progress=False)
     assert calls == []
 

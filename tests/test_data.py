@@ -50,7 +50,7 @@ def test_split_with_context_reaches_back_but_targets_do_not_overlap(vic):
         _, y = make_windows(stamps.astype(np.float64), lookback, horizon)
         target_times.append(set(np.unique(y.astype(np.float64))))
     assert not (target_times[0] & target_times[1]) and not (target_times[1] & target_times[2])
-    with pytest.raises(ValueError, match="context must be >= 0"):
+    with pytest.raises(ValueError, match="context must be an int >= 0, got -1"):
         temporal_split(vic, context=-1)
     with pytest.raises(ValueError, match="leave an empty part"):
         temporal_split(vic, train_end="2010-01-01")
@@ -183,3 +183,126 @@ def test_time_features_ranges_and_periods():
     with pytest.raises(ValueError, match=r"holiday must be \(T,\) = \(3,\), got \(2,\)"):
         time_features(stamps[:3], holiday=[1, 0])
     assert positional.time_features is time_features                   # its old home still has it
+
+
+# --- time stamps: every ISO 8601 form loads exactly or is refused by name --------------------
+
+def _stamps(tmp_path, *stamps):
+    """The time stamps load_csv reads from a file of ``stamps`` (one value column)."""
+    rows = "".join(f'"{s}",{i}\n' for i, s in enumerate(stamps))       # quoted: a stamp may hold a comma
+    return load_csv(_write(tmp_path, f"time,a\n{rows}")).timestamps
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("2014-02-01", "2014-02-01T00:00"),                          # calendar date, extended
+    ("20140201", "2014-02-01T00:00"),                            # calendar date, basic
+    ("2014-02", "2014-02-01T00:00"),                             # a month (reduced precision): its start
+    ("2014", "2014-01-01T00:00"),                                # a year: its start
+    ("2014-032", "2014-02-01T00:00"),                            # ordinal date: day 32 of 2014
+    ("2014032", "2014-02-01T00:00"),                             # ordinal, basic
+    ("2014-W05-6", "2014-02-01T00:00"),                          # week date: Saturday of ISO week 5
+    ("2014W056", "2014-02-01T00:00"),                            # week date, basic
+    ("2014-W05", "2014-01-27T00:00"),                            # a week: its Monday
+    ("2016-366", "2016-12-31T00:00"),                            # a leap year's last day
+    ("2015-W53-7", "2016-01-03T00:00"),                          # 2015 has 53 ISO weeks
+    ("2014-02-01T10", "2014-02-01T10:00"),                       # hh
+    ("2014-02-01 10", "2014-02-01T10:00"),
+    ("2014-02-01T10:30", "2014-02-01T10:30"),                    # hh:mm
+    ("20140201T1030", "2014-02-01T10:30"),                       # basic hhmm
+    ("2014-02-01t10:30", "2014-02-01T10:30"),                    # lower-case t (RFC 3339)
+    ("2014-02-01T10.5", "2014-02-01T10:30"),                     # a decimal fraction of the hour
+    ("2014-02-01T10:30,25", "2014-02-01T10:30:15"),              # ... of the minute, with a comma
+    ("2014-02-01T24:00", "2014-02-02T00:00"),                    # 24:00: the end of the day
+    ("2014-02-01T24:00:00.000", "2014-02-02T00:00"),
+    ("2014-12-31T24", "2015-01-01T00:00"),
+])
+def test_every_iso_8601_date_and_time_form_loads_exactly(tmp_path, text, expected):
+    stamps = _stamps(tmp_path, text)
+    assert stamps[0] == np.datetime64(expected) and str(stamps.dtype) == str(np.datetime64(expected).dtype)
+
+
+@pytest.mark.parametrize("text, expected, unit", [
+    ("2014-02-01T10:30:15", "2014-02-01T10:30:15", "s"),                         # hh:mm:ss
+    ("2014-02-01 10:30:15", "2014-02-01T10:30:15", "s"),
+    ("20140201T103015", "2014-02-01T10:30:15", "s"),                             # basic hhmmss
+    ("2014-02-01T10:30:15.25", "2014-02-01T10:30:15.250", "ms"),                 # fraction with .
+    ("2014-02-01T10:30:15,25", "2014-02-01T10:30:15.250", "ms"),                 # ... or ,
+    ("2014-02-01T10:30:15.123456", "2014-02-01T10:30:15.123456", "us"),
+    ("2014-02-01T10:30:15.123456789", "2014-02-01T10:30:15.123456789", "ns"),
+    ("2014-02-01T10:30:15.1000000000", "2014-02-01T10:30:15.100", "ms"),         # zeros past ns cost nothing
+    ("2014-02-01T10.123", "2014-02-01T10:07:22.800", "ms"),                      # 0.123 h = 442.8 s
+])
+def test_seconds_and_their_fractions_are_kept_at_the_precision_they_need(tmp_path, text, expected, unit):
+    stamps = _stamps(tmp_path, text)
+    assert stamps.dtype == np.dtype(f"datetime64[{unit}]") and stamps[0] == np.datetime64(expected)
+
+
+def test_one_file_takes_the_finest_precision_any_of_its_stamps_needs(tmp_path):
+    stamps = _stamps(tmp_path, "2014-02-01T10:00", "2014-02-01T10:00:00.5", "2014-02-01T10:01")
+    assert stamps.dtype == np.dtype("datetime64[ms]")
+    assert np.diff(stamps).astype(int).tolist() == [500, 59_500]
+    assert _stamps(tmp_path, "2014-02-01T10:00:00", "2014-02-01T11:00:00").dtype == np.dtype("datetime64[m]")
+
+
+@pytest.mark.parametrize("offset", ["Z", "z", "+00:00", "+10:00", "+1000", "+10", "-05:30", "-0530"])
+def test_one_utc_offset_for_the_whole_file_keeps_its_clock_times(tmp_path, offset):
+    stamps = _stamps(tmp_path, f"2014-02-01T10:00{offset}", f"2014-02-01T11:00:30{offset}")
+    expected = np.array(["2014-02-01T10:00:00", "2014-02-01T11:00:30"], "datetime64[s]")
+    assert stamps.dtype == expected.dtype and stamps.tolist() == expected.tolist()
+
+
+def test_z_and_plus_zero_are_one_offset(tmp_path):
+    assert len(_stamps(tmp_path, "2014-02-01T10:00Z", "2014-02-01T11:00+00:00", "2014-02-01T12:00+00")) == 3
+
+
+@pytest.mark.parametrize("stamps, message", [
+    (("2014-02-01T10:00+10:00", "2014-02-01T11:00+11:00"),
+     r"tiny.csv line 3: time '2014-02-01T11:00\+11:00' has UTC offset \+11:00, but line 2 has \+10:00; "
+     r"load_csv reads one clock per file: convert the times to one offset \(or to UTC\) first"),
+    (("2014-02-01T10:00", "2014-02-01T11:00Z"),
+     r"line 3: time '2014-02-01T11:00Z' has UTC offset Z, but line 2 has none"),
+    (("2014-02-01T10:00+10", "2014-02-01T11:00"),
+     r"line 3: time '2014-02-01T11:00' has no UTC offset, but line 2 has \+10:00"),
+])
+def test_mixed_utc_offsets_are_refused(tmp_path, stamps, message):
+    with pytest.raises(ValueError, match=message):
+        _stamps(tmp_path, *stamps)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("2016-12-31T23:59:60", r"line 2: time '2016-12-31T23:59:60' is a leap second; numpy's datetime64 "
+                            r"counts none: drop the row or write 2016-12-31T23:59:59"),
+    ("2014-02-01T24:30", r"line 2: time '2014-02-01T24:30': 24:00 ends a day, and nothing comes after it"),
+    ("2014-02-01T24:00:01", r"24:00 ends a day, and nothing comes after it"),
+    ("2014-02-01T25:00", r"line 2: time '2014-02-01T25:00' has hour 25; expected 00-24"),
+    ("2014-02-01T10:60", r"has minute 60; expected 00-59"),
+    ("2014-02-01T10:00:61", r"has second 61; expected 00-59"),
+    ("2014-02-30", r"line 2: time '2014-02-30' names no day: day is out of range for month"),
+    ("2014-13-01", r"names no day: month must be in 1..12"),
+    ("2014-366", r"line 2: time '2014-366' names no day: 2014 has 365 days"),
+    ("2014-000", r"names no day: 2014 has 365 days, got day 0"),
+    ("2014-W53-1", r"line 2: time '2014-W53-1' names no day: 2014 has 52 ISO weeks"),
+    ("2014-W05-8", r"names no day: weekday must be in 1..7, got 8"),
+    ("0000-01-01", r"names no day: year 0 is out of range"),
+    ("2014-02-01T10:30:15.1234567891", r"line 2: time '2014-02-01T10:30:15.1234567891' is finer than a "
+                                       r"nanosecond, the finest datetime64 unit kept here"),
+    ("2300-01-01T10:30:15.000000001", r"line 2: time '2300-01-01T10:30:15.000000001' needs nanoseconds, "
+                                      r"and datetime64\[ns\] reaches only 1677-09-21 to 2262-04-11"),
+    ("yesterday", r"line 2: cannot read time 'yesterday': expected an ISO 8601 date"),
+    ("201402", r"cannot read time '201402': expected an ISO 8601 date"),     # YYYYMM is not ISO
+    ("2014-02-01T10:30:15.5:00", r"cannot read time"),
+    ("+002014-02-01", r"cannot read time"),                                # expanded years: refused
+    ("10:30", r"cannot read time '10:30'"),                                # a time needs its date
+])
+def test_time_stamps_that_cannot_load_exactly_are_refused_naming_line_and_reason(tmp_path, text, message):
+    with pytest.raises(ValueError, match=message):
+        _stamps(tmp_path, text)
+
+
+def test_time_features_read_seconds_and_fractions_instead_of_truncating_to_minutes():
+    stamps = np.array(["2014-01-06T06:00:30", "2014-01-06T06:00:00.5"], dtype="datetime64[ms]")
+    hours = np.array([6 + 30 / 3600, 6 + 0.5 / 3600])
+    f = time_features(stamps)
+    np.testing.assert_allclose(f[:, 0], np.sin(2 * np.pi * hours / 24), rtol=1e-6)
+    np.testing.assert_array_equal(time_features(stamps.astype("datetime64[m]")),
+                                  time_features(np.array(["2014-01-06T06:00"] * 2, "datetime64[m]")))

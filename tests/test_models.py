@@ -8,6 +8,7 @@ from helpers import tol
 from labsupport.data import patchify
 from labsupport.models import (
     CausalConv1d,
+    Forecaster,
     GRUForecaster,
     LinearForecaster,
     MovingAverage,
@@ -20,10 +21,6 @@ from labsupport.models import (
 )
 
 LOOKBACK, HORIZON = 48, 12
-# PatchTST's backbone as published: bidirectional post-norm encoder with BatchNorm over the tokens,
-# GELU, no attention-weight dropout, the window's end padded for one more patch, RevIN without affine
-PATCHTST_BACKBONE = dict(norm="batch", activation="gelu", attn_dropout=0.0, pad_end=True, revin_affine=False,
-                         head="flatten", causal=False, norm_first=False)
 MODELS = {
     "gru": lambda **kw: GRUForecaster(hidden=32, **kw),
     "tcn": lambda **kw: TCNForecaster(hidden=16, **kw),
@@ -33,8 +30,8 @@ MODELS = {
                                            d_ff=64, dropout=0.0, **kw),
     "patch-flatten": lambda **kw: PatchTransformer(patch_len=8, stride=8, d_model=16, n_heads=2,
                                                    n_layers=1, dropout=0.0, head="flatten", **kw),
-    "patch-patchtst": lambda **kw: PatchTransformer(patch_len=8, stride=4, d_model=16, n_heads=2, n_layers=2,
-                                                    dropout=0.0, **PATCHTST_BACKBONE, **kw),
+    "patch-patchtst": lambda **kw: PatchTransformer.patchtst(patch_len=8, stride=4, d_model=16, n_heads=2,
+                                                             n_layers=2, dropout=0.0, **kw),
 }
 
 
@@ -174,17 +171,29 @@ def test_moving_average_values():
     torch.testing.assert_close(trend[8:], torch.tensor([7.8, 8.4], dtype=torch.float64), **tol(torch.float64))
 
 
+def moving_average(x, k):
+    """The centred k-step average of x (B, L, C), ends repeated: a convolution with ones / k."""
+    B, L, C = x.shape
+    p = (k - 1) // 2
+    padded = torch.cat([x[:, :1].expand(B, p, C), x, x[:, -1:].expand(B, p, C)], dim=1)    # (B, L + 2p, C)
+    rows = padded.transpose(1, 2).reshape(B * C, 1, L + 2 * p)                             # (B*C, 1, L + 2p)
+    ones = torch.ones(1, 1, k, dtype=x.dtype) / k
+    return F.conv1d(rows, ones).view(B, C, L).transpose(1, 2)                              # (B, L, C)
+
+
 @pytest.mark.parametrize("individual", [False, True])
 def test_dlinear_is_a_linear_map_of_the_trend_plus_one_of_the_remainder(individual):
     model = LinearForecaster(lookback=LOOKBACK, horizon=HORIZON, channels=2, kernel_size=5,
-                             individual=individual)
-    x = torch.randn(3, LOOKBACK, 2)
-    trend, season = model.decompose(x)
+                             individual=individual).double()
+    x = torch.randn(3, LOOKBACK, 2, dtype=torch.float64)
+    trend = moving_average(x, 5)
+    season = x - trend
+    torch.testing.assert_close(model.decompose(x)[0], trend, **tol(torch.float64))
     for c in range(2):
         ft, fs = (maps[c if individual else 0] for maps in (model.trend_maps, model.season_maps))
         expected = (trend[..., c] @ ft.weight.T + ft.bias
                     + season[..., c] @ fs.weight.T + fs.bias)          # (B, T)
-        torch.testing.assert_close(model(x)[..., c], expected, **tol(torch.float32))
+        torch.testing.assert_close(model(x)[..., c], expected, **tol(torch.float64))
 
 
 @pytest.mark.parametrize("individual", [False, True])
@@ -429,8 +438,7 @@ def test_ridge_counts_its_coefficients_and_refuses_bad_use():
 
 
 def test_patchtst_end_padding_gives_42_patches_that_repeat_the_last_value():
-    model = PatchTransformer(lookback=336, horizon=96, channels=7, patch_len=16, stride=8,
-                             **PATCHTST_BACKBONE)
+    model = PatchTransformer.patchtst(lookback=336, horizon=96, channels=7, d_model=16, n_heads=4)
     assert model.n_patches == 42 and PatchTransformer(lookback=336, horizon=96, patch_len=16,
                                                       stride=8).n_patches == 41
     seen = []
@@ -460,8 +468,98 @@ def test_patchtst_backbone_options_build_what_they_name():
     torch.testing.assert_close(model(3.0 * x + 7.0), 3.0 * model(x) + 7.0, atol=1e-4, rtol=1e-4)
     with pytest.raises(ValueError, match=r"attn_dropout must be a number in \[0, 1\), got 1.5"):
         PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, attn_dropout=1.5)
-    with pytest.raises(ValueError, match=r"norm must be 'layer' or 'batch', got 'rms'"):
-        PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, norm="rms")
+
+
+def test_the_patchtst_preset_builds_the_published_model_and_takes_overrides():
+    """PatchTST/42 (Nie et al. 2023, the official code's defaults for L = 336): patches of 16,
+    stride 8; d_model 128, 16 heads, 3 layers, d_ff 256, dropout 0.2 and none on the attention
+    weights; a bidirectional post-norm encoder with BatchNorm over the tokens and GELU; the
+    flatten head; RevIN without its affine map; the window's end padded for one more patch."""
+    from torch import nn
+    model = PatchTransformer.patchtst(lookback=336, horizon=96, channels=7)
+    block = model.encoder.layers[0]
+    assert (model.patch_len, model.stride, model.n_patches) == (16, 8, 42)
+    assert (model.head_kind, model.causal) == ("flatten", False)
+    assert (block.attn.d_model, block.attn.n_heads, block.ff.linear1.out_features) == (128, 16, 256)
+    assert len(model.encoder.layers) == 3
+    assert block.ff.dropout.p == 0.2 and block.attn.dropout == 0.0 and not block.norm_first
+    assert isinstance(block.norm1, nn.BatchNorm1d) and isinstance(block.ff.activation, nn.GELU)
+    assert list(model.revin.parameters()) == [] and model.backbone == "patchtst"
+    small = PatchTransformer.patchtst(lookback=336, horizon=96, channels=7, d_model=16, n_heads=4,
+                                      dropout=0.3)
+    assert small.encoder.layers[0].attn.d_model == 16 and small.encoder.layers[0].ff.dropout.p == 0.3
+    book = PatchTransformer.patchtst(lookback=336, horizon=96, backbone="book", attn_dropout=None)
+    assert book.n_patches == 41 and isinstance(book.encoder.layers[0].norm1, nn.LayerNorm)
+    assert book.encoder.layers[0].attn.dropout == 0.2 and not book.encoder.layers[0].norm_first
+
+
+# --- one base class: sizes, the window check and instance normalisation in one place --------
+
+# Seeded forecasts computed on main before the Forecaster base class (commit a1a39d4): the
+# parameter count, the sum of the forecast of X_SEEDED and its first three values. The same
+# numbers mean the same parameters, created in the same order from the same random stream.
+SEEDED = {
+    "gru": (lambda: GRUForecaster(lookback=48, horizon=12, channels=2, hidden=8, layers=2, revin=True),
+            940, 7.927024, [0.079397, 0.261272, -0.327817]),
+    "tcn": (lambda: TCNForecaster(lookback=48, horizon=12, channels=2, hidden=8, revin=True),
+            1700, 4.166634, [-0.137997, 0.309753, -0.653764]),
+    "dlinear": (lambda: LinearForecaster(lookback=48, horizon=12, channels=2, kernel_size=5, individual=True,
+                                         revin=True), 2356, 1.713307, [-0.050636, 0.036579, -0.777764]),
+    "patch": (lambda: PatchTransformer(lookback=48, horizon=12, channels=2, patch_len=8, stride=4, d_model=16,
+                                       n_heads=2), 11344, -5.567647, [0.577626, 0.23734, -0.163788]),
+    "patchtst": (lambda: PatchTransformer.patchtst(lookback=48, horizon=12, channels=2),
+                 409612, 4.947748, [-0.771759, 0.348213, 0.006126]),
+}
+
+
+@pytest.mark.parametrize("name", SEEDED)
+def test_seeded_models_give_the_forecasts_they_gave_before_the_base_class(name):
+    make, count, total, first = SEEDED[name]
+    x = torch.randn(3, 48, 2, generator=torch.Generator().manual_seed(1))
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = make().eval()
+    with torch.no_grad():
+        y = model(x)
+    assert sum(p.numel() for p in model.parameters()) == count
+    torch.testing.assert_close(y.sum(), torch.tensor(total), atol=1e-4, rtol=0)
+    torch.testing.assert_close(y[0, :3, 0], torch.tensor(first), atol=1e-5, rtol=0)
+
+
+class LastValue(Forecaster):
+    """A forecaster that writes only its forecast: the last value, scaled, at every step."""
+
+    def __init__(self, **sizes):
+        super().__init__(**sizes)
+        self.scale = torch.nn.Parameter(torch.tensor(2.0))
+
+    def _forecast(self, x):
+        return self.scale * x[:, -1:].expand(-1, self.horizon, -1)      # (B, T, C)
+
+
+def test_a_forecaster_writes_only_its_forecast():
+    x = torch.randn(2, 6, 3)
+    plain = LastValue(lookback=6, horizon=4, channels=3)
+    torch.testing.assert_close(plain(x), 2.0 * x[:, -1:].expand(2, 4, 3))
+    with_revin = LastValue(lookback=6, horizon=4, channels=3, revin=True)
+    mean, std = x.mean(1, keepdim=True), (x.var(1, keepdim=True, unbiased=False) + 1e-5).sqrt()
+    expected = (2.0 * (x[:, -1:] - mean) / std) / (1 + 1e-5) * std + mean  # normalised, forecast, undone
+    torch.testing.assert_close(with_revin(x), expected.expand(2, 4, 3), **tol(torch.float32))
+    assert {name for name, _ in with_revin.named_parameters()} == {"revin.weight", "revin.bias", "scale"}
+    with pytest.raises(ValueError, match=r"x must be \(B, 6, 3\), got \(2, 5, 3\)"):
+        plain(torch.randn(2, 5, 3))
+    with pytest.raises(TypeError, match=r"takes 1 positional argument"):
+        LastValue(6, 4)
+    with pytest.raises(NotImplementedError, match="Forecaster subclasses write _forecast"):
+        Forecaster(lookback=6, horizon=4)(x[..., :1])
+
+
+@pytest.mark.parametrize("cls", [GRUForecaster, TCNForecaster, LinearForecaster, PatchTransformer,
+                                 RidgeForecaster])
+def test_every_forecaster_shares_the_base_class(cls):
+    assert issubclass(cls, Forecaster)
+    model = cls(lookback=LOOKBACK, horizon=HORIZON, channels=2)
+    assert (model.lookback, model.horizon, model.channels) == (LOOKBACK, HORIZON, 2)
 
 
 # --- instance normalisation (RevIN) as an option of every forecaster ------------------------

@@ -29,26 +29,29 @@ from labsupport import layers as Ly
 from labsupport import memory as M
 from labsupport import models as Mo
 from labsupport import positional as P
+from labsupport import provenance as Pv
 from labsupport import report as R
 from labsupport import timing as T
 from labsupport import train as Tr
 from labsupport import validation as V
 
 MODULES = ["attention", "layers", "positional", "memory", "models", "data", "train", "timing", "plots",
-           "widgets", "profile", "report", "validation", "compare", "devices", "randomstate"]
+           "widgets", "profile", "report", "provenance", "validation", "compare", "devices",
+           "randomstate"]
 
 EXEMPT = {
     # records and exceptions: no behaviour to test
     "attention.KernelSpec": "a frozen record", "attention.LinearAttentionState": "a record",
-    "profile.Card": "a record",
+    "profile.Card": "a record", "train.Plateau": "a frozen record of a schedule (fit applies it)",
     "data.ChecksumError": "an exception", "data.EttData": "a record", "data.ForecastTask": "a record",
     "memory.MemoryState": "a record", "timing.Timing": "a record", "profile.Profile": "a record",
-    "report.RunStart": "a record",
+    "provenance.RunStart": "a record",
     "train.Metrics": "a record", "train.History": "a record",
     "compare.TrainingRecord": "a record", "compare.Entry": "a record", "compare.RunFailure": "a record",
     "compare.PairedTest": "a frozen record",
     "compare.Comparison": "a record of results: its methods read and print it (tests/test_compare.py)",
     "positional.AttentionPosition": "an abstract base; its subclasses are measured",
+    "models.Forecaster": "a base class; its subclasses are measured",
     # a documented job that is a side effect
     "attention.attention_kernel": "declares a spec: setting .spec on the kernel it decorates is its job",
     "randomstate.set_seed": "seeding the global generators is its documented job",
@@ -237,7 +240,7 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "widgets.attention_figure": lambda: case(_closing(_widgets().attention_figure), t(6),
                                              t(2, 3, 6).softmax(-1), query=1),
     "widgets.cost_figure": lambda: case(_closing(_widgets().cost_figure),
-                                        [R.save_sweep(sweep_rows(), _tmp() / "s.json")]),
+                                        [Pv.save_sweep(sweep_rows(), _tmp() / "s.json")]),
     # profile, report, validation
     "profile.default_name": lambda: case(importlib.import_module("labsupport.profile").default_name),
     "profile.current": lambda: case(importlib.import_module("labsupport.profile").current, "cpu"),
@@ -246,21 +249,27 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "report.table": lambda: case(R.table, ["a", "b"], [[1, 2.5], [3, 4.0]], formats={1: "{:.1f}"}),
     "report.sweep_table": lambda: case(R.sweep_table, sweep_rows()),
     "report.precision_note": lambda: case(R.precision_note, {"naive": A.naive_attention}, 8, torch.bfloat16),
-    "report.cpu_model": lambda: case(R.cpu_model),
-    "report.device_description": lambda: case(R.device_description, "cpu"),
-    "report.start_run": lambda: case(R.start_run),
-    "report.run_record": lambda: case(R.run_record, R.start_run()),
-    "report.record_run": lambda: case(R.record_run, R.start_run()),
+    "provenance.cpu_model": lambda: case(Pv.cpu_model),
+    "provenance.device_description": lambda: case(Pv.device_description, "cpu"),
+    "provenance.start_run": lambda: case(Pv.start_run),
+    "provenance.run_record": lambda: case(Pv.run_record, Pv.start_run()),
+    "provenance.record_run": lambda: case(Pv.record_run, Pv.start_run()),
+    "provenance.peak_text": lambda: case(Pv.peak_text, _record()),
+    "provenance.describe": lambda: case(Pv.describe, _record()),
+    "provenance.summary": lambda: case(Pv.summary, _record()),
     "validation.check_instance": lambda: case(V.check_instance, "x", 1, int, "an int"),
     "timing.session_peak_bytes": lambda: case(T.session_peak_bytes, "cpu"),
-    "report.machine_name": lambda: case(R.machine_name),
-    "report.save_sweep": lambda: case(R.save_sweep, sweep_rows(), _tmp() / "sweep.json", title="t"),
-    "report.load_sweep": lambda: case(R.load_sweep, R.save_sweep(sweep_rows(), _tmp() / "s.json")),
+    "provenance.machine_name": lambda: case(Pv.machine_name),
+    "provenance.save_sweep": lambda: case(Pv.save_sweep, sweep_rows(), _tmp() / "sweep.json", title="t"),
+    "provenance.load_sweep": lambda: case(Pv.load_sweep, Pv.save_sweep(sweep_rows(), _tmp() / "s.json")),
     "validation.check_attention_inputs": lambda: case(V.check_attention_inputs, *qkv(),
                                                       mask=torch.ones(6, dtype=torch.bool), scale=0.5),
     "validation.check_positive_int": lambda: case(V.check_positive_int, "n", np.int64(3)),
     "validation.check_finite_number": lambda: case(V.check_finite_number, "scale", 0.5),
     "validation.check_probability": lambda: case(V.check_probability, "p", 0.1),
+    "validation.check_positive_number": lambda: case(V.check_positive_number, "eps", 1e-8),
+    "validation.check_nonnegative_number": lambda: case(V.check_nonnegative_number, "penalty", 0.0),
+    "validation.check_bool": lambda: case(V.check_bool, "revin", np.True_),
     "validation.check_rank": lambda: case(V.check_rank, "x", t(2, 3), 2, "(B, C)"),
     "validation.check_nonnegative_int": lambda: case(V.check_nonnegative_int, "n", 0),
     "validation.check_dropout": lambda: case(V.check_dropout, "dropout", 0.1),
@@ -337,6 +346,11 @@ def _fit_a_new_model(train, val):
 
 
 _TMP = {}
+
+
+def _record():
+    return dict(device="Example CPU (2 threads)", torch="2.13.0", cuda=None, python="3.11.7", profile="cpu",
+                wall_s=754.2, peak_gpu_bytes=None, peak_rss_bytes=1.9e9, finished="2026-01-01 12:00 UTC")
 
 
 def _tmp():
@@ -537,6 +551,21 @@ def _raises(fn, error):
     return call
 
 
+# --- the ridge, as a property: random sizes, data and options, on success and on failure -----
+
+def _ridge_case(seed):
+    """Random sizes and options, and windows that are views (not contiguous), float32 or 64."""
+    rng = np.random.default_rng(seed)
+    L, T, C, N = (int(v) for v in (rng.integers(2, 12), rng.integers(1, 5), rng.integers(1, 4), rng.integers(3, 40)))
+    dtype = (torch.float32, torch.float64)[seed % 2]
+    g = torch.Generator().manual_seed(seed)
+    data = [torch.randn(n, C, steps, generator=g, dtype=dtype).transpose(1, 2) for n, steps in
+            ((N, L), (N, T), (N // 2 + 1, L), (N // 2 + 1, T))]                   # (n, steps, C) views
+    penalties = [float(p) for p in rng.choice([0.0, 1e-3, 1.0, 1e3], size=int(rng.integers(1, 4)))]
+    options = dict(lookback=L, horizon=T, channels=C, penalties=penalties, revin=bool(seed % 3 == 0))
+    return options, (data[0], data[1]), (data[2], data[3])
+
+
 def _compare_case(models, fn=C.compare, **options):
     return case(fn, _tiny_task(), models, revin=False, seeds=2, naive_period=6, epochs=2, batch_size=16,
                 progress=False, **options)
@@ -586,3 +615,30 @@ def test_fit_leaves_the_data_and_the_random_states_alone_with_every_schedule_on_
     data = ((t(40, 12, 1), t(40, 3, 1, seed=1)), (t(10, 12, 1, seed=2), t(10, 3, 1, seed=3)))
     kwargs = dict(schedule=SCHEDULES[schedule], behaviour=behaviour, error=error)
     assert side_effects(_fit_a_faulty_model, data, kwargs) == [], f"fit, {schedule}, {path}"
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_ridge_changes_neither_the_callers_tensors_nor_the_random_streams(seed):
+    options, train, val = _ridge_case(seed)
+    fit = lambda tr, va: Mo.RidgeForecaster(**options).fit(tr, va)          # noqa: E731
+    assert side_effects(fit, (train, val), {}) == []
+    model = fit(train, val)
+    assert side_effects(model.forward, (val[0],), {}) == []                  # nor the fitted model
+    nan = val[0].clone()
+    nan[0, 0, 0] = float("nan")
+    failures = [
+        (fit, (train, (nan, val[1])), ValueError),                           # a NaN in the windows
+        (fit, (train, (val[0], torch.cat([val[1], val[1][:, :1]], 1))), ValueError),   # another horizon
+        (fit, ((train[0], train[1][:-1]), val), ValueError),                 # unequal counts
+        (fit, (train, val[0]), TypeError),                                   # not a pair
+        (Mo.RidgeForecaster(**options).forward, (val[0],), RuntimeError),   # not fitted
+        (model.forward, (val[0][:, :-1],), ValueError),                      # a window of another length
+    ]
+    for fn, args, error in failures:
+        assert side_effects(_raises(fn, error), args, {}) == [], f"{error.__name__} path changed something"
+
+
+def test_the_ridges_refusal_of_non_finite_solutions_changes_nothing():
+    x, y = torch.zeros(20, 8, 1), torch.randn(20, 2, 1, generator=torch.Generator().manual_seed(0))
+    fit = lambda tr, va: Mo.RidgeForecaster(lookback=8, horizon=2, penalties=[0.0]).fit(tr, va)   # noqa: E731
+    assert side_effects(_raises(fit, ValueError), ((x, y), (x, y)), {}) == []

@@ -1,6 +1,6 @@
-"""The page "Where the numbers came from" (issue 15, item 3).
+"""The page "Where the numbers came from".
 
-A notebook records its own execution (`labsupport.report.start_run` early,
+A notebook records its own execution (`labsupport.provenance.start_run` early,
 `record_run` in its last cell: device, versions, profile, wall time, peak memory, glued
 under `labsupport.provenance.RUN_KEY`); the Sphinx extension
 `labsupport.sphinx_provenance` gathers the records into one table when the book is
@@ -25,7 +25,7 @@ import torch
 import yaml
 from nbclient import NotebookClient
 
-from labsupport import profile, provenance, report, sphinx_provenance, timing
+from labsupport import profile, provenance, sphinx_provenance, timing
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # --- the record ---------------------------------------------------------------------------
 
 def test_a_record_has_every_field_as_a_plain_value():
-    record = report.run_record(report.start_run(profile.current("cpu")))
+    record = provenance.run_record(provenance.start_run(profile.current("cpu")))
     assert tuple(record) == provenance.SCHEMA
     assert ast.literal_eval(repr(record)) == record           # what the page reads back
     assert record["profile"] == "cpu" and record["torch"] == torch.__version__
@@ -45,15 +45,15 @@ def test_a_record_has_every_field_as_a_plain_value():
 
 
 def test_the_wall_time_counts_from_the_start():
-    start = report.RunStart("cpu", torch.device("cpu"), time.perf_counter() - 75.0)
-    assert 75.0 <= report.run_record(start)["wall_s"] < 80.0
+    start = provenance.RunStart("cpu", torch.device("cpu"), time.perf_counter() - 75.0)
+    assert 75.0 <= provenance.run_record(start)["wall_s"] < 80.0
 
 
 def test_start_and_record_say_what_they_need():
     with pytest.raises(TypeError, match=r"profile must be .*labsupport.profile.Profile .*got str"):
-        report.start_run("cpu")
+        provenance.start_run("cpu")
     with pytest.raises(TypeError, match=r"start must be what start_run\(P\) returned .*got NoneType"):
-        report.run_record(None)
+        provenance.run_record(None)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the resident peak resets on Linux")
@@ -92,8 +92,8 @@ def test_the_gpu_peak_survives_the_resets_that_measurements_make(fake_cuda):
     timing._reset_peak(torch.device("cuda"))                   # as peak_memory does
     fake_cuda.update(peak=3e9)                                 # later cells stay lower
     assert timing.session_peak_bytes("cuda:0") == 5e9
-    start = report.RunStart("gpu", torch.device("cuda", 0), time.perf_counter())
-    record = report.run_record(start)
+    start = provenance.RunStart("gpu", torch.device("cuda", 0), time.perf_counter())
+    record = provenance.run_record(start)
     assert (record["device"], record["cuda"], record["peak_gpu_bytes"]) == ("Fake GPU", "12.9", 5e9)
     assert "5.0 GB allocated on the GPU; " in provenance.summary(record)
 
@@ -111,11 +111,11 @@ def notebook(title: str, *, record: bool) -> nbformat.NotebookNode:
     """A notebook that starts a run after its imports and, with ``record``, records it
     in its last cell, tagged as the book's notebooks tag it."""
     cells = [nbformat.v4.new_markdown_cell(f"# {title}\n\nA synthetic page."),
-             nbformat.v4.new_code_cell("from labsupport import profile, report\n"
-                                       "P = profile.current()\nRUN = report.start_run(P)")]
+             nbformat.v4.new_code_cell("from labsupport import profile, provenance\n"
+                                       "P = profile.current()\nRUN = provenance.start_run(P)")]
     if record:
         cells.append(nbformat.v4.new_code_cell(
-            "report.record_run(RUN)", metadata={"tags": ["nbval-ignore-output", "remove-cell"]}))
+            "provenance.record_run(RUN)", metadata={"tags": ["nbval-ignore-output", "remove-cell"]}))
     nb = nbformat.v4.new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     return nb
@@ -173,7 +173,7 @@ def test_the_page_has_a_row_per_notebook_with_its_record(tmp_path, executed):
     assert glued.metadata["scrapbook"]["name"] == provenance.RUN_KEY
     record = ast.literal_eval(glued.data["application/papermill.record/text/plain"])
     assert first == ["First", *provenance.describe(record).values()]
-    assert first[1] == report.device_description("cpu") and first[4] == profile.current().name
+    assert first[1] == provenance.device_description("cpu") and first[4] == profile.current().name
     assert second == ["Second", provenance.NOT_RECORDED] + ["-"] * 6
     assert 'href="first.html"' in table and 'href="second.html"' in table
 
@@ -195,7 +195,7 @@ def test_the_nbval_report_of_the_gpu_check_feeds_the_page(tmp_path, executed):
                                   dict(entry, notebook="first.ipynb", status="failed",
                                        cells=dict(passed=1, failed=1, skipped=0))]}
     header, first, second = rows(build(tmp_path / "book", executed, nbval_report=nbval_report))
-    assert header[-1] == "nbval" and first[1] == report.device_description("cpu")
+    assert header[-1] == "nbval" and first[1] == provenance.device_description("cpu")
     assert first[-1] == "failed: 1 cells passed, 1 failed, 0 skipped"
     assert second == ["Second", "Fake GPU", "9.9.9", "12.9", "gpu", "42 s",
                       "5.0 GB allocated on the GPU", "nbval report",
@@ -228,9 +228,9 @@ def test_every_notebook_records_its_run(path):
     the last code cell records it (``record_run(RUN)``), its output ignored by nbval
     (it differs between machines) and the cell removed from the HTML (the page shows it)."""
     code = [c for c in nbformat.read(path, 4).cells if c.cell_type == "code"]
-    starts = [i for i, c in enumerate(code) if re.search(r"\bRUN = (report\.)?start_run\(P\)", c.source)]
+    starts = [i for i, c in enumerate(code) if re.search(r"\bRUN = (provenance\.)?start_run\(P\)", c.source)]
     assert starts and starts[0] <= 3, "add RUN = start_run(P) right after P = profile.current()"
     last = code[-1]
-    assert re.search(r"^(report\.)?record_run\(RUN\)$", last.source, flags=re.M), \
+    assert re.search(r"^(provenance\.)?record_run\(RUN\)$", last.source, flags=re.M), \
         "end the notebook with a code cell that calls record_run(RUN)"
     assert RECORD_TAGS <= set(last.metadata.get("tags", [])), f"tag the record cell {sorted(RECORD_TAGS)}"

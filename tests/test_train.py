@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from labsupport import devices, report
+from labsupport import devices, provenance
 from labsupport.data import Standardizer
 from labsupport.train import (
     Metrics,
@@ -242,7 +242,7 @@ def test_pick_device_takes_the_one_given_else_cuda_when_available(monkeypatch):
     assert pick_device(torch.device("meta")) == torch.device("meta")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert pick_device() == torch.device("cpu")
-    assert report.machine_name().startswith("CPU, ")                 # report reads the same rule
+    assert provenance.machine_name().startswith("CPU, ")             # provenance reads the same rule
 
 
 def test_predict_in_batches():

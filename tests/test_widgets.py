@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from labsupport import widgets  # noqa: E402
-from labsupport.report import load_sweep, save_sweep  # noqa: E402
+from labsupport.provenance import load_sweep, save_sweep  # noqa: E402
 from labsupport.timing import cost_sweep  # noqa: E402
 
 
