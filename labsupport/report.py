@@ -13,6 +13,7 @@ rows sum to one      True
 from __future__ import annotations
 
 import numbers
+import textwrap
 
 import numpy as np
 import torch
@@ -22,6 +23,7 @@ from .units import format_bytes
 from .validation import check_instance, check_nonnegative_int
 
 WIDTH = 58
+NOTE_WIDTH = 100      # a table's notes, wrapped for the plain-text rendering
 _BOOL_FIX = "pass the comparison itself (e.g. error < 1e-4), or reduce a tensor with .all() or .any()"
 
 
@@ -98,18 +100,85 @@ def _checklist_row(i: int, row) -> tuple[str, bool]:
     return claim, _holds(holds, f"checklist row {i} ({claim!r})")
 
 
-def table(headers, rows, *, formats=None) -> None:
-    """Print rows under right-aligned headers; ``formats`` maps a column index to a format
-    spec (``"{:.1f}"``) or a callable. Every row must have one value per header; every row
-    is checked and formatted before anything is printed."""
+def table(headers, rows, *, formats=None, caption: str | None = None, notes=()) -> None:
+    """Show rows under their headers: in a notebook (JupyterLab, VS Code, Colab, the HTML
+    book) a Markdown table, with ``caption`` above it and each of ``notes`` as a line under
+    it; in a script the same as right-aligned plain text, the notes wrapped at
+    `NOTE_WIDTH` (also the notebook output's text/plain). ``formats`` maps a column index
+    to a format spec (``"{:.1f}"``) or a callable. Every row must have one value per header;
+    every row is checked and formatted before anything is shown.
+
+    >>> table(["L", "ms"], [(1024, 2.81), (2048, 18.0)], formats={1: "{:.1f}"})
+       L    ms
+    1024   2.8
+    2048  18.0
+    """
     headers = list(headers)
     formats = _table_formats(formats, headers)
     cells = [[_fmt(value, formats.get(j), (i, j, headers[j]))
               for j, value in enumerate(_table_row(i, row, headers))] for i, row in enumerate(rows)]
+    for name, text in (("caption", caption), *((f"notes[{i}]", n) for i, n in enumerate(notes))):
+        if text is not None and not isinstance(text, str):
+            raise TypeError(f"table's {name} must be a str, got {_kind(text)}")
     widths = [max(len(str(h)), *(len(r[j]) for r in cells)) for j, h in enumerate(headers)]
-    print("  ".join(f"{h:>{w}}" for h, w in zip(headers, widths)))
-    for r in cells:
-        print("  ".join(f"{c:>{w}}" for c, w in zip(r, widths)))
+    plain = ["  ".join(f"{h:>{w}}" for h, w in zip(headers, widths))]
+    plain += ["  ".join(f"{c:>{w}}" for c, w in zip(r, widths)) for r in cells]
+    markdown = _markdown_table([str(h) for h in headers], cells)
+    _show("\n\n".join([*(["**" + _md_text(caption) + "**"] if caption else []), markdown,
+                        *(_md_text(n) for n in notes)]),
+          "\n".join([*([caption] if caption else []), *plain,
+                     *(textwrap.fill(n, NOTE_WIDTH, subsequent_indent="  ", break_on_hyphens=False)
+                       for n in notes)]))
+
+
+def _md_text(text: str) -> str:
+    """``text`` as Markdown that reads as written: HTML, emphasis and table characters escaped."""
+    for char in "\\`*_|[]<>#":
+        text = text.replace(char, "\\" + char)
+    return text
+
+
+def _markdown_table(headers, cells) -> str:
+    """A GitHub-flavoured Markdown table: the first column left-aligned, the others right."""
+    line = lambda values: "| " + " | ".join(_md_text(v) for v in values) + " |"    # noqa: E731
+    rule = "| " + " | ".join([":---", *["---:"] * (len(headers) - 1)]) + " |"
+    return "\n".join([line(headers), rule, *(line(r) for r in cells)])
+
+
+# --- output that renders in every client ----------------------------------------------------------
+
+def in_notebook() -> bool:
+    """True inside a Jupyter kernel (JupyterLab, VS Code, Colab, nbclient), where rich
+    output renders; False in a script or a plain IPython terminal."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def _show(markdown: str, plain: str) -> None:
+    """``markdown`` where a notebook renders it (``plain`` as its text/plain), else print ``plain``."""
+    if in_notebook():
+        from IPython.display import display
+        display({"text/markdown": markdown, "text/plain": plain}, raw=True)
+    else:
+        print(plain)
+
+
+def say(text: str) -> None:
+    """Show a run-dependent sentence as Markdown output, so that it reads as prose with the
+    reader's own numbers in the HTML book, JupyterLab, VS Code and Colab alike. Write it as
+    an f-string in a short cell of its own (the book hides that cell's code: tag
+    ``remove-input``; its numbers depend on the run: tag ``nbval-ignore-output``). Markdown
+    inside the text (emphasis, ``$math$``, links) renders; outside a notebook it is printed.
+
+    >>> say(f"The forecaster's test MSE is {0.08234:.3f}.")
+    The forecaster's test MSE is 0.082.
+    """
+    check_instance("say's text", text, str, "the sentence as a str (an f-string with the numbers)")
+    _show(text, text)
 
 
 def _table_formats(formats, headers) -> dict:

@@ -247,6 +247,8 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "report.verdict": lambda: case(R.verdict, "a claim", True),
     "report.glue": lambda: case(R.glue, "s0_a_value", torch.tensor([0.5])),
     "report.table": lambda: case(R.table, ["a", "b"], [[1, 2.5], [3, 4.0]], formats={1: "{:.1f}"}),
+    "report.say": lambda: case(R.say, "a sentence with 0.082 in it"),
+    "report.in_notebook": lambda: case(R.in_notebook),
     "report.sweep_table": lambda: case(R.sweep_table, sweep_rows()),
     "report.precision_note": lambda: case(R.precision_note, {"naive": A.naive_attention}, 8, torch.bfloat16),
     "provenance.cpu_model": lambda: case(Pv.cpu_model),

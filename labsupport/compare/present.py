@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import statistics
-import textwrap
 
 from ..report import table as print_table
 from .results import RIDGE, STOP_LABELS
@@ -11,7 +10,6 @@ from .results import RIDGE, STOP_LABELS
 __all__ = ["rows", "table", "plot"]
 
 DETAIL = 110            # the longest error line printed under the table
-LEGEND_WIDTH = 100      # the legend's lines, wrapped for a plain-text rendering
 
 
 def _reference(comparison, reference):
@@ -141,8 +139,7 @@ def _legend(comparison, metric, reference) -> list:
               f"input: {norm}."]
     if comparison.interrupted:
         lines.append("interrupted: Stop ended the comparison; the rows hold the runs that finished.")
-    return [textwrap.fill(line, LEGEND_WIDTH, subsequent_indent="  ", break_on_hyphens=False)
-            for line in lines]
+    return lines
 
 
 def _failures(comparison) -> list:
@@ -155,22 +152,20 @@ def _failures(comparison) -> list:
     return out
 
 
-def table(comparison, metric: str = "mse", reference: str | None = None) -> None:
-    """Print one row per model (`rows`), then the failures in full and the legend."""
+def table(comparison, metric: str = "mse", reference: str | None = None, *,
+          caption: str | None = None) -> None:
+    """Show one row per model (`rows`), then the failures in full and the legend, through
+    `labsupport.report.table`: a Markdown table in a notebook, plain text in a script."""
     found = rows(comparison, metric, reference)
     reference = found[0]["reference"] if found else _reference(comparison, reference)
     unit = comparison.unit
     headers = ["model", "params", "seeds", f"{comparison.label(metric)}: mean (min-max)", "MAE",
                *([] if unit is None else [f"MAE ({unit})"]), "epochs (best)", "s/epoch", "train s",
                "stopped", "vs reference: diff (95% CI)"]
-    print_table(headers, [_cells(r, comparison[r["model"]], unit) for r in found])
     failures = _failures(comparison)
-    if failures:
-        print("failed (never ranked):")
-        for line in failures:
-            print(f"  {line}")
-    for line in _legend(comparison, metric, reference):
-        print(line)
+    notes = (["failed (never ranked): " + "; ".join(failures)] if failures else [])
+    print_table(headers, [_cells(r, comparison[r["model"]], unit) for r in found], caption=caption,
+                notes=notes + _legend(comparison, metric, reference))
 
 
 def plot(comparison, ax=None, metric: str = "mse"):
