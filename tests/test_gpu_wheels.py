@@ -134,17 +134,15 @@ def test_the_omitted_packages_are_imported_only_optionally(tmp_path):
     assert set(omitted) == set(modules)
     code = """
 import sys
-class Block:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED:
-            raise ModuleNotFoundError(f"No module named {name!r} (blocked)")
-sys.meta_path.insert(0, Block())
+for name in BLOCKED:                 # as if not installed: import fails, find_spec gives None
+    sys.modules[name] = None
 import ipykernel.ipkernel, ipykernel.kernelapp, IPython.core.completer, ipywidgets, nbval.plugin
 from ipykernel.debugger import _is_debugpy_available
-assert not _is_debugpy_available
+assert not _is_debugpy_available and not IPython.core.completer.JEDI_INSTALLED
 """
     hidden = sorted(modules.values())
-    ok = subprocess.run([sys.executable, "-c", f"BLOCKED = {hidden!r}\n{code}"], capture_output=True, text=True)
+    ok = subprocess.run([sys.executable, "-c", f"BLOCKED = {hidden!r}\n{code}"],
+                        capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     control = subprocess.run([sys.executable, "-c", f"BLOCKED = ['tornado']\n{code}"],
                              capture_output=True, text=True)
@@ -219,7 +217,7 @@ def test_the_3_12_bundle_holds_wheels_for_that_python_and_platform_only(bundle_3
     names = wheel_names(out)
     for path in out.glob("*.whl"):
         for tag in parse_wheel_filename(path.name)[3]:
-            assert tag.interpreter in ("py3", "py2", "cp312") or re.fullmatch(r"cp3\d+", tag.interpreter), path
+            assert tag.interpreter in ("py3", "py2") or re.fullmatch(r"cp3\d+", tag.interpreter), path
             assert tag.abi in ("none", "abi3", "cp312"), path
             glibc = re.fullmatch(r"manylinux_2_(\d+)_x86_64", tag.platform)
             assert tag.platform in ("any", "manylinux1_x86_64", "manylinux2010_x86_64",
