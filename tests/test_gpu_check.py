@@ -185,6 +185,21 @@ def test_the_budget_and_the_previous_report_are_checked(tmp_path):
     assert result.returncode == 2 and f"no previous report {tmp_path / 'nothing.json'}" in result.stderr
 
 
+def test_an_environment_that_cannot_run_the_check_says_so_in_the_report(tmp_path):
+    """No stale report from an earlier run survives, and the reason is in the new one."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.json").write_text('{"notebooks": [{"notebook": "old.ipynb"}]}')
+    missing = tmp_path / "no-such-python"
+    env = {**os.environ, "PYTHON": str(missing), "VENV": str(tmp_path / "venv")}
+    result = subprocess.run(["bash", str(SCRIPT), "--out", str(out), "--profile", "cpu"],
+                            capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 2 and f"could not create {tmp_path / 'venv'}" in result.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["notebooks"] == [] and report["run"]["error"].startswith("could not create")
+    assert (out / "report.md").read_text().startswith("# Notebook execution report\n\nNothing ran: could not")
+
+
 def test_estimates_are_an_earlier_runs_times_with_a_margin_else_the_defaults():
     previous = {"notebooks": [{"notebook": "a.ipynb", "status": "passed", "seconds": 100.0},
                               {"notebook": "b.ipynb", "status": "failed", "seconds": 50.0},

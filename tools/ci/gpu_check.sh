@@ -50,6 +50,12 @@ ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 OUT=gpu-out WHEELS="" PROFILE="" PY="" HTML=1 DRY=0 NOTEBOOKS=() BUDGET="" PREVIOUS=""
 
 die() { echo "gpu_check: $*" >&2; exit 2; }
+fail() {   # an environment that cannot run the check: say so in the report too, then stop
+    printf '# Notebook execution report\n\nNothing ran: %s\n' "$*" > "$OUT/report.md"
+    printf '{"notebooks": [], "skipped": [], "passed": false, "run": {"error": "%s"}}\n' \
+        "$(printf '%s' "$*" | sed 's/[\"]/\\&/g')" > "$OUT/report.json"
+    die "$@"
+}
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 
 while [ $# -gt 0 ]; do
@@ -80,6 +86,7 @@ if [ -n "$PREVIOUS" ]; then
 fi
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
+rm -rf "$OUT/notebooks" "$OUT/html" "$OUT/report.json" "$OUT/report.md"   # no earlier run's
 [ -z "$WHEELS" ] || WHEELS="$(cd "$WHEELS" && pwd)" || die "no wheels folder $WHEELS"
 for i in "${!NOTEBOOKS[@]}"; do
     [ -f "${NOTEBOOKS[$i]}" ] || die "no notebook ${NOTEBOOKS[$i]}"
@@ -132,31 +139,32 @@ if [ -z "$PY" ]; then
     VENV="${VENV:-$ROOT/.venv-gpu}"
     if [ ! -x "$VENV/bin/python" ]; then
         echo "gpu_check: creating $VENV on the packages of ${PYTHON:-python3}"
-        make_venv "${PYTHON:-python3}" "$VENV" || die "could not create $VENV with ${PYTHON:-python3}"
+        make_venv "${PYTHON:-python3}" "$VENV" || fail "could not create $VENV with ${PYTHON:-python3}"
     fi
     PY="$VENV/bin/python"
     if ! "$PY" -c "import torch" 2>/dev/null; then
         echo "gpu_check: torch is missing; installing it${WHEELS:+ from $WHEELS}"
-        pip_install torch || die "could not install torch${WHEELS:+ from $WHEELS (it needs torch and its dependencies)}"
+        pip_install torch || fail "could not install torch${WHEELS:+ from $WHEELS (it needs torch and its dependencies)}"
     fi
     if [ -n "$WHEELS" ] && [ -f "$WHEELS/bundle.json" ]; then
         echo "gpu_check: installing the bundle $WHEELS (offline)"
         "$ROOT/tools/ci/gpu_wheels.sh" --install "$WHEELS" --into "$PY" \
-            || die "could not install the bundle $WHEELS (see above)"
+            || fail "could not install the bundle $WHEELS (see the output above)"
         INSTALL_FROM="wheels $WHEELS"
     else
         echo "gpu_check: installing what is missing from requirements-gpu.txt${WHEELS:+ (offline)}"
         pip_install -r requirements-gpu.txt \
-            || die "could not install requirements-gpu.txt${WHEELS:+ from $WHEELS (build a bundle: tools/ci/gpu_wheels.sh)}"
+            || fail "could not install requirements-gpu.txt${WHEELS:+ from $WHEELS (build a bundle: tools/ci/gpu_wheels.sh)}"
         INSTALL_FROM="${WHEELS:+wheels $WHEELS}"
         INSTALL_FROM="${INSTALL_FROM:-the package index}"
     fi
     INSTALL_S="$(since "$t0")"
 fi
-command -v "$PY" >/dev/null || [ -x "$PY" ] || die "no python interpreter $PY"
-[ -z "$PREVIOUS" ] || "$PY" -m tools.ci.nbval_report check-previous "$PREVIOUS" || exit 2
+command -v "$PY" >/dev/null || [ -x "$PY" ] || fail "no python interpreter $PY"
+[ -z "$PREVIOUS" ] || "$PY" -m tools.ci.nbval_report check-previous "$PREVIOUS" \
+    || fail "--previous $PREVIOUS is not an earlier run's report.json (see above)"
 
-"$PY" - "$PROFILE" <<'EOF' || exit 2
+"$PY" - "$PROFILE" <<'EOF' || fail "torch cannot run profile $PROFILE here (see above)"
 import sys, torch
 profile = sys.argv[1]
 cuda = torch.cuda.is_available()
@@ -168,7 +176,6 @@ EOF
 
 # --- one nbval pass: the regression check and the executions, with the report -----------
 export LABSUPPORT_PROFILE="$PROFILE"
-rm -rf "$OUT/notebooks" "$OUT/html" "$OUT/report.json" "$OUT/report.md"
 budget=()
 [ "$BUDGET" = none ] || budget=(--budget-start "$START" --budget-seconds "$BUDGET")
 [ -z "$PREVIOUS" ] || budget+=(--budget-previous "$PREVIOUS")
