@@ -178,6 +178,23 @@ def test_install_names_the_assumed_packages_that_are_missing(tmp_path):
     assert "--include surely-not-installed" in result.stderr
 
 
+def test_install_reports_the_requirements_that_do_not_hold_save_on_omitted_packages(tmp_path):
+    """A package of the bundle (already installed here) that needs a missing package fails
+    the check; needing an omitted package at another version does not."""
+    site = tmp_path / "site"
+    info = site / "fakepkg-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fakepkg\nVersion: 1.0\n"
+                                   "Requires-Dist: no-such-dependency>=1\nRequires-Dist: jedi>=999\n")
+    (info / "RECORD").write_text("")
+    bundle = fake_bundle(tmp_path / "b", omitted={"jedi": {"version": "0.20.1", "reason": "completion"}})
+    (bundle / "requirements.txt").write_text("fakepkg==1.0\n")
+    result = run(WHEELS, "--install", bundle, "--into", sys.executable, env={"PYTHONPATH": str(site)})
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "these requirements do not hold:\n  fakepkg 1.0 requires no-such-dependency" in result.stderr
+    assert "jedi" not in result.stderr.split("do not hold:")[1]
+
+
 def test_install_needs_a_bundle(tmp_path):
     result = run(WHEELS, "--install", tmp_path, "--into", sys.executable)
     assert result.returncode == 2 and "no bundle.json" in result.stderr

@@ -61,9 +61,9 @@ import pytest
 
 QUERY_TIMEOUT = 120                     # seconds for the kernel to answer a query
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-# The budget's estimates when there is no earlier run: conservative, never measured on a GPU
-# (the gpu profile aims at about a minute a notebook on a data-centre GPU, the HTML build at
-# about a minute on one core).
+# The budget's estimates when there is no earlier run: guesses, never measured on a GPU, and
+# meant to be high: a notebook three times what the gpu profile aims at (labsupport/profile.py:
+# about 5 minutes for all six on a data-centre GPU); the HTML build from the executions.
 DEFAULT_NOTEBOOK_S = 180.0
 DEFAULT_HTML_S = 150.0
 MARGIN = 1.1                            # an earlier run's time, plus 10%
@@ -407,8 +407,8 @@ class Recorder:
                     passed=(bool(notebooks) and not self.skipped
                             and all(n["status"] == "passed" for n in notebooks)),
                     notebooks=notebooks, skipped=list(self.skipped.values()),
-                    run=dict(budget_s=budget and budget.seconds,
-                             estimates=budget and budget.estimates.describe()))
+                    run=dict(budget_s=None if budget is None else budget.seconds,
+                             estimates=None if budget is None else budget.estimates.describe()))
 
     def _write_report(self) -> None:
         summary = self.summary()
@@ -473,7 +473,9 @@ def _budget_line(run: dict) -> str:
     """The budget, what was used of it and by the install, and where the estimates came from."""
     install = run.get("install")
     used = f"; {run['seconds']:.0f} s used" if run.get("seconds") is not None else ""
-    if install:
+    if install and install["from"].startswith("none"):
+        used += " (no install: the current environment)"
+    elif install:
         used += f" (install {install['seconds']:.0f} s from {install['from']})"
     if run.get("budget_s") is None:
         return f"Budget: none{used}."
