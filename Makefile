@@ -61,7 +61,8 @@ assignments: $(GRADER)
 	$(BIN)/python -m tools.book.make_assignments
 
 ## Re-execute every notebook on this machine's GPU under nbval, build the book from it,
-## write a report: gpu-out/ (tools/ci/gpu_check.sh; GPU_CHECK_ARGS="--wheels DIR" offline)
+## write a report: gpu-out/ (tools/ci/gpu_check.sh, within --budget 600 s by default;
+## offline: GPU_CHECK_ARGS="--wheels DIR", a bundle that tools/ci/gpu_wheels.sh built)
 gpu-check:
 	tools/ci/gpu_check.sh $(GPU_CHECK_ARGS)
 

@@ -6,6 +6,11 @@ execution; a notebook whose checked output was changed makes it fail. That execu
 also the session's nbval run of 12.1: the same pyproject options and sanitizer, so when
 the dry run is selected conftest.py deselects the plain nbval items of 12.1 (12.1 is
 executed once per `make test`, not twice).
+
+The budget (`--budget SECONDS`, from the script's start): a notebook is launched only when
+its estimate fits in what is left, a notebook that runs past the budget is stopped at it,
+and the HTML build is skipped when it cannot fit; the report says what was skipped and why.
+The bundle and the rehearsal of a whole GPU slot are in test_gpu_wheels.py.
 """
 import ast
 import json
@@ -13,11 +18,14 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
 import pytest
 import yaml
+
+from tools.ci import nbval_report
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tools" / "ci" / "gpu_check.sh"
@@ -104,6 +112,17 @@ def test_the_books_provenance_page_shows_that_execution_and_the_report(dry_run):
 
 
 @pytest.mark.slow
+def test_the_dry_run_has_no_budget_and_reports_the_html_build(dry_run):
+    out, _ = dry_run
+    report = json.loads((out / "report.json").read_text())
+    run = report["run"]
+    assert report["skipped"] == [] and run["budget_s"] is None
+    assert run["html"]["status"] == "built" and run["html"]["seconds"] > 0
+    assert run["install"]["from"] == "none (the current environment)"
+    assert "HTML: built in" in (out / "report.md").read_text()
+
+
+@pytest.mark.slow
 def test_a_changed_checked_output_fails(tmp_path):
     """A short copy of 12.1 (setup, imports, the data cell) whose checked output was edited."""
     nb = nbformat.read(NB_12_1, 4)
@@ -122,6 +141,139 @@ def test_a_changed_checked_output_fails(tmp_path):
     executed = nbformat.read(out / "notebooks" / broken.name, 4)
     assert "tokens: (28, 24)" in executed.cells[-1].outputs[0].text     # what really ran
     assert not (out / "html").exists()
+
+
+@pytest.mark.slow
+def test_a_notebook_that_runs_past_the_budget_is_stopped_at_it(tmp_path):
+    """Launched on an earlier run's estimate (1 s), a notebook that sleeps for minutes is
+    interrupted at the budget; the cells after it are not run; the script ends in time."""
+    nb = nbformat.v4.new_notebook()
+    cells = [("print('start')", "start\n"), ("import time\ntime.sleep(300)\nprint('slept')", "slept\n"),
+             ("print('end')", "end\n")]
+    nb.cells = [nbformat.v4.new_code_cell(src, execution_count=i + 1,
+                                          outputs=[nbformat.v4.new_output("stream", name="stdout", text=t)])
+                for i, (src, t) in enumerate(cells)]
+    sleepy = tmp_path / "sleepy.ipynb"
+    nbformat.write(nb, sleepy)
+    previous = tmp_path / "previous.json"
+    previous.write_text(json.dumps({"notebooks": [{"notebook": "sleepy.ipynb", "status": "passed",
+                                                   "seconds": 1.0}]}))
+    out, budget = tmp_path / "out", 45
+    started = time.perf_counter()
+    result = gpu_check(out, "--no-html", "--budget", str(budget), "--previous", str(previous),
+                       "--notebooks", str(sleepy))
+    wall = time.perf_counter() - started
+    assert result.returncode == 4, result.stdout[-3000:] + result.stderr[-3000:]
+    [entry] = json.loads((out / "report.json").read_text())["notebooks"]
+    assert entry["status"] == "stopped" and entry["cells"] == dict(passed=1, failed=0, skipped=2)
+    assert any(re.search(r"stopped at the budget: cell 1 interrupted after \d+ s; cells 2-2 not run", n)
+               for n in entry["notes"]), entry["notes"]
+    executed = nbformat.read(out / "notebooks" / "sleepy.ipynb", 4)
+    interrupted = executed.cells[1].outputs                  # what ran: no "slept", an interrupt
+    assert [o.output_type for o in interrupted] == ["error"] and interrupted[0].ename == "KeyboardInterrupt"
+    assert executed.cells[2].outputs == [] and executed.cells[2].execution_count is None
+    assert wall < budget + 15
+    assert "stopped" in (out / "report.md").read_text()
+
+
+def test_the_budget_and_the_previous_report_are_checked(tmp_path):
+    for value in ("0", "-3", "ten"):
+        result = gpu_check(tmp_path / "out", "--budget", value)
+        assert result.returncode == 2
+        assert f"--budget must be a number of seconds above 0, or none; got '{value}'" in result.stderr
+    result = gpu_check(tmp_path / "out", "--previous", str(tmp_path / "nothing.json"))
+    assert result.returncode == 2 and f"no previous report {tmp_path / 'nothing.json'}" in result.stderr
+
+
+def test_an_environment_that_cannot_run_the_check_says_so_in_the_report(tmp_path):
+    """No stale report from an earlier run survives, and the reason is in the new one."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.json").write_text('{"notebooks": [{"notebook": "old.ipynb"}]}')
+    missing = tmp_path / "no-such-python"
+    env = {**os.environ, "PYTHON": str(missing), "VENV": str(tmp_path / "venv")}
+    result = subprocess.run(["bash", str(SCRIPT), "--out", str(out), "--profile", "cpu"],
+                            capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 2 and f"could not create {tmp_path / 'venv'}" in result.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["notebooks"] == [] and report["run"]["error"].startswith("could not create")
+    assert (out / "report.md").read_text().startswith("# Notebook execution report\n\nNothing ran: could not")
+
+
+def test_estimates_are_an_earlier_runs_times_with_a_margin_else_the_defaults():
+    previous = {"notebooks": [{"notebook": "a.ipynb", "status": "passed", "seconds": 100.0},
+                              {"notebook": "b.ipynb", "status": "failed", "seconds": 50.0},
+                              {"notebook": "c.ipynb", "status": "stopped", "seconds": 30.0}],
+                "skipped": [{"notebook": "d.ipynb", "reason": "budget"}],
+                "run": {"html": {"status": "built", "seconds": 60.0}}}
+    est = nbval_report.Estimates(previous)
+    assert nbval_report.MARGIN == 1.1
+    assert est.notebook("a.ipynb") == pytest.approx(110.0) and est.notebook("b.ipynb") == pytest.approx(55.0)
+    # a stopped run's time is only a lower bound; a skipped or unknown notebook has no time
+    assert est.notebook("c.ipynb") == est.notebook("d.ipynb") == est.notebook("e.ipynb") == 180.0
+    assert est.html() == pytest.approx(66.0)
+    assert nbval_report.DEFAULT_NOTEBOOK_S == 180.0 and nbval_report.DEFAULT_HTML_S == 150.0
+    none = nbval_report.Estimates(None)
+    assert none.notebook("a.ipynb") == 180.0 and none.html() == 150.0
+    assert nbval_report.Estimates({"notebooks": [], "run": {"html": {"status": "skipped"}}}).html() == 150.0
+
+
+def test_a_step_is_launched_only_when_its_estimate_fits_before_the_reserve():
+    reserve = nbval_report.RESERVE_S
+    assert reserve == 15.0
+    assert nbval_report.over_budget(100.0, now=0.0, deadline=100.0 + reserve) is None
+    reason = nbval_report.over_budget(100.0, now=0.0, deadline=100.0 + reserve - 1)
+    assert reason == ("needs about 100 s, and 114 s of the budget are left "
+                      f"({reserve:.0f} s kept for the report)")
+
+
+def test_a_previous_report_that_is_not_one_is_refused(tmp_path):
+    bad = tmp_path / "report.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"previous report .*report.json: expected the report.json that "
+                                         r"tools/ci/nbval_report.py writes \(an object with "
+                                         r"'notebooks'\), got list"):
+        nbval_report.read_previous(bad)
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match=r"previous report .*: not JSON"):
+        nbval_report.read_previous(bad)
+
+
+def summary(statuses, html="built", skipped=(), pytest_status=0):
+    return dict(notebooks=[dict(notebook=f"{i}.ipynb", status=s) for i, s in enumerate(statuses)],
+                skipped=[dict(notebook=n, reason="budget") for n in skipped],
+                pytest_exit_status=pytest_status, run=dict(html=dict(status=html)))
+
+
+@pytest.mark.parametrize("case, expected", [
+    (summary(["passed", "passed"]), 0),
+    (summary(["passed"], html="not requested"), 0),
+    (summary(["passed", "failed"]), 1),
+    (summary(["failed"], skipped=["x.ipynb"]), 1),
+    (summary(["passed"], pytest_status=3), 1),                # pytest's own error
+    (summary(["passed"], html="failed"), 3),
+    (summary(["passed"], skipped=["x.ipynb"]), 4),
+    (summary(["passed", "stopped"], pytest_status=1), 4),     # the interrupted cell is not a failure
+    (summary(["passed"], html="skipped"), 4),
+    (summary(["passed"], html="stopped"), 4),
+    (summary([], skipped=["x.ipynb"]), 4),
+])
+def test_the_exit_status_says_passed_failed_html_failed_or_incomplete(case, expected):
+    assert nbval_report.exit_status(case) == expected
+
+
+def test_the_report_page_lists_what_was_skipped_and_the_budget():
+    page = nbval_report.markdown(dict(
+        created="2026-01-01T00:00:00Z", seconds=100.0, notebooks=[], passed=False,
+        skipped=[dict(notebook="12_2.ipynb", reason="needs about 200 s, and 90 s of the budget are left",
+                      estimate_s=200.0, left_s=90.0)],
+        run=dict(budget_s=600, seconds=590.0, estimates="defaults (notebook 180 s, HTML 150 s)",
+                 install=dict(seconds=42.0, **{"from": "wheels /w"}),
+                 html=dict(status="skipped", seconds=None, reason="needs about 150 s, and 80 s left"))))
+    assert "Budget: 600 s from the script's start; 590 s used (install 42 s from wheels /w)" in page
+    assert "- 12_2.ipynb: not launched: needs about 200 s, and 90 s of the budget are left" in page
+    assert "HTML: skipped: needs about 150 s, and 80 s left" in page
+    assert "estimates: defaults (notebook 180 s, HTML 150 s)" in page
 
 
 def test_gpu_requirements_are_the_tested_pins_without_cpu_torch():
