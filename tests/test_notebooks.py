@@ -81,7 +81,7 @@ def test_setup_cell_and_repository_setting(path):
     """The same first cell everywhere, with _config.yml's URL, hidden in the HTML."""
     setup = code_cells(read(path))[0]
     assert setup.source == setup_cell(repository_url()), "run python -m tools.book.set_repository"
-    assert f'REPOSITORY = "{repository_url()}"' in setup.source
+    assert f'REPOSITORY, CLONE = "{repository_url()}", "/content/ch12"' in setup.source
     assert setup.metadata.get("tags") == TAGS == ["remove-input"], "run python -m tools.book.set_repository"
     assert not setup.get("outputs"), "the setup cell prints nothing outside Colab"
 
@@ -120,27 +120,33 @@ def test_exercises_have_titles_folded_solutions_and_self_checks(path):
             assert "BEGIN SOLUTION" not in cell.source, "nbgrader markers belong in code cells"
 
 
-def run_setup_cell(source, *, installed, colab):
+def run_setup_cell(source, *, installed, colab, cloned=False):
     calls = []
     modules = {"google.colab": object()} if colab else {}
+    removed = []
     with mock.patch("importlib.util.find_spec", return_value=object() if installed else None), \
          mock.patch("subprocess.run", side_effect=lambda cmd, check: calls.append(cmd)), \
+         mock.patch("os.path.isdir", return_value=cloned), \
+         mock.patch("shutil.rmtree", side_effect=lambda path, ignore_errors: removed.append(path)), \
          mock.patch.dict("sys.modules", modules), mock.patch("sys.path", []):
         if not colab:
             import sys
             sys.modules.pop("google.colab", None)
         exec(compile(source, "setup", "exec"), {})
-    return calls
+    return calls, removed
 
 
-def test_setup_cell_installs_on_colab_and_does_nothing_locally():
+def test_setup_cell_installs_on_colab_does_nothing_locally_and_can_run_again():
     source = code_cells(read(NOTEBOOKS[0]))[0].source
-    assert run_setup_cell(source, installed=True, colab=True) == []
-    assert run_setup_cell(source, installed=True, colab=False) == []
-    clone, install = run_setup_cell(source, installed=False, colab=True)
+    assert run_setup_cell(source, installed=True, colab=True) == ([], [])
+    assert run_setup_cell(source, installed=True, colab=False) == ([], [])
+    (clone, install), removed = run_setup_cell(source, installed=False, colab=True)
     assert clone[:2] == ["git", "clone"] and repository_url() in clone and clone[-1] == "/content/ch12"
+    assert removed == ["/content/ch12"], "a half-made clone from an earlier run is removed first"
     # a regular install of the clone (the series ships inside the package), not an editable one
     assert install[1:] == ["-m", "pip", "install", "-q", "/content/ch12"]
+    # run again after a failed install: the clone is there, so only the install is retried
+    assert run_setup_cell(source, installed=False, colab=True, cloned=True) == ([install], [])
     with pytest.raises(ModuleNotFoundError, match=r"pip install \.`"):
         run_setup_cell(source, installed=False, colab=False)
 

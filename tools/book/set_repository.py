@@ -21,16 +21,19 @@ ROOT = Path(__file__).resolve().parents[2]
 TAGS = ["remove-input"]
 SETUP = '''\
 # Setup: on Colab, install the book's package (code and data); elsewhere, do nothing.
-import importlib.util, subprocess, sys
-REPOSITORY = "{url}"
+# Safe to run again, also after an install that failed or was stopped half-way.
+import importlib.util, os, shutil, subprocess, sys
+REPOSITORY, CLONE = "{url}", "/content/ch12"
 if importlib.util.find_spec("labsupport") is None:
     if "google.colab" not in sys.modules:
         raise ModuleNotFoundError(
             "labsupport is missing: run `pip install .` in the repository")
-    subprocess.run(["git", "clone", "--depth", "1", REPOSITORY,
-                    "/content/ch12"], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "/content/ch12"], check=True)
+    if not os.path.isdir(os.path.join(CLONE, ".git")):   # none yet, or half made
+        shutil.rmtree(CLONE, ignore_errors=True)
+        subprocess.run(["git", "clone", "--depth", "1", REPOSITORY, CLONE],
+                       check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", CLONE],
+                   check=True)
     importlib.invalidate_caches()          # see the package installed just now'''
 
 
