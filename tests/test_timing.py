@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import labsupport.timing as timing
+from labsupport.devices import quiet_stderr
 from labsupport.timing import (
     cpu_peak_supported,
     fit_power_law,
@@ -68,7 +69,7 @@ def test_peak_memory_keeps_grad_mode_and_reraises():
         peak_memory(lambda: (_ for _ in ()).throw(ValueError("inside")))
     assert peak_memory(lambda: torch.ones(10)) == 40              # the profiler was stopped
     from torch.profiler import ProfilerActivity, profile  # and operators are recorded again
-    with timing._quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as later:
+    with quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as later:
         torch.ones(10)
     assert "aten::ones" in {e.name for e in later.events()}
 
@@ -82,7 +83,7 @@ def test_peak_memory_is_none_where_not_measurable():
 @exact_cpu_peak
 def test_peak_memory_is_none_while_another_profiler_runs():
     from torch.profiler import ProfilerActivity, profile
-    with timing._quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as users:
+    with quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as users:
         torch.ones(10)
         assert peak_memory(lambda: torch.ones(1000)) is None      # "not measured", not a guess
         assert not cpu_peak_supported()
@@ -267,15 +268,14 @@ def test_cost_sweep_flops_per_kernel():
 # --- the matrix-multiply peak and the fraction of it a kernel reaches -------------------
 
 def test_matmul_peak_tflops_is_the_best_size(monkeypatch):
-    import labsupport.timing as timing
-    from labsupport.timing import Timing
+    from labsupport.timing import Timing, throughput
 
     def fake_time_call(fn, a, b, **kwargs):        # 64: 1 TFLOP/s, 128: 4 TFLOP/s
         n = a.shape[0]
         seconds = 2 * n ** 3 / (1e12 if n == 64 else 4e12)
         return Timing(seconds, seconds, seconds, (seconds,))
-    monkeypatch.setattr(timing, "time_call", fake_time_call)
-    assert timing.matmul_peak_tflops("cpu", torch.float32, sizes=(64, 128)) == pytest.approx(4.0)
+    monkeypatch.setattr(throughput, "time_call", fake_time_call)
+    assert throughput.matmul_peak_tflops("cpu", torch.float32, sizes=(64, 128)) == pytest.approx(4.0)
 
 
 def test_matmul_peak_tflops_measures_on_cpu_and_rejects_bad_input():
@@ -379,7 +379,7 @@ def test_gpu_profile_sweeps_in_bfloat16_against_the_bfloat16_peak(monkeypatch):
         asked.append((torch.device(device).type, dtype))
         return {torch.bfloat16: 800.0, torch.float32: 60.0}[dtype]
 
-    monkeypatch.setattr(timing, "matmul_peak_tflops", fake_matmul_peak_tflops)
+    monkeypatch.setattr(timing.throughput, "matmul_peak_tflops", fake_matmul_peak_tflops)
     monkeypatch.delenv(profile.ENV_VAR, raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     P = profile.current()

@@ -9,6 +9,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
+from ..devices import quiet_stderr
 from ..validation import check_attention_inputs
 from .masks import _allowed, _at_least_2d
 from .spec import attention_kernel
@@ -127,3 +128,32 @@ def sdpa_backends(q, k, v, *, is_causal=False) -> dict[str, bool]:
         except (RuntimeError, AttributeError):
             usable[name] = False
     return usable
+
+
+_BACKEND_OPS = {           # the aten op each SDPA backend dispatches to
+    "flash": "flash_attention", "efficient": "efficient_attention",
+    "cudnn": "cudnn_attention", "math": "attention_math",
+}
+
+
+def sdpa_backend_used(q, k, v, *, is_causal=False) -> str:
+    """Which backend ``F.scaled_dot_product_attention`` ran for these inputs, as the
+    profiler saw it: ``"flash"``, ``"efficient"``, ``"cudnn"`` or ``"math"``
+    (``"unknown"`` if none of their ops ran).
+
+    >>> q = k = v = torch.randn(1, 1, 8, 4)
+    >>> sdpa_backend_used(q, k, v, is_causal=True) in ("flash", "efficient", "cudnn", "math")
+    True
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if q.is_cuda:
+        activities.append(ProfilerActivity.CUDA)
+    with torch.no_grad(), quiet_stderr(), profile(activities=activities) as prof:
+        sdpa(q, k, v, is_causal=is_causal)
+    names = {event.name for event in prof.events()}
+    for backend, op in _BACKEND_OPS.items():
+        if any(op in name for name in names):
+            return backend
+    return "unknown"
