@@ -23,7 +23,7 @@ def check_attention_inputs(q, k, v, mask=None, bias=None, *, scale=None, dropout
     one attention call.
 
     Shapes: q (..., L, D), k (..., S, D), v (..., S, Dv); mask bool and bias float, both
-    broadcastable to (..., L, S); scale None or a finite number; dropout_p in [0, 1].
+    broadcastable to (..., L, S); scale None or a finite number; dropout_p a rate in [0, 1).
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
@@ -55,7 +55,7 @@ def check_attention_inputs(q, k, v, mask=None, bias=None, *, scale=None, dropout
         _check_broadcast("bias", bias, q, k)
     if scale is not None:
         check_finite_number("scale", scale)
-    check_probability("dropout_p", dropout_p)
+    check_dropout("dropout_p", dropout_p)
 
 
 def _check_broadcast(name, t, q, k) -> None:
@@ -88,13 +88,6 @@ def check_finite_number(name: str, value) -> float:
     """Return ``value`` as a float if it is a finite real number (not a bool), else raise."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
-    return float(value)
-
-
-def check_probability(name: str, value) -> float:
-    """Return ``value`` as a float if it is a probability in [0, 1], else raise naming the argument."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
     return float(value)
 
 

@@ -228,13 +228,16 @@ def test_a_non_finite_scale_is_refused(name):
             KERNELS[name](q, k, v, scale=scale)
 
 
-@pytest.mark.parametrize("kernel", [naive_attention, sdpa])
+@pytest.mark.parametrize("kernel", [naive_attention, sdpa, partial(local_attention, window=1),
+                                    partial(longformer_attention, window=1, global_tokens=[0])],
+                         ids=["naive", "sdpa", "local", "longformer"])
 def test_dropout_p_outside_zero_one_is_refused(kernel):
+    """One validator for every dropout rate (validation.check_dropout): 1.0 would drop every weight."""
     q, k, v = qkv(4)
-    for p in (-0.1, 1.5):
-        with pytest.raises(ValueError, match=rf"dropout_p must be a probability in \[0, 1\], got {p}"):
+    for p in (-0.1, 1.0, 1.5, float("nan"), True):
+        with pytest.raises(ValueError, match=rf"dropout_p must be a number in \[0, 1\), got {p}"):
             kernel(q, k, v, dropout_p=p)
-    with pytest.raises(ValueError, match=r"dropout must be a probability in \[0, 1\], got -0.1"):
+    with pytest.raises(ValueError, match=r"dropout must be a number in \[0, 1\), got -0.1"):
         MultiHeadAttention(8, 2, dropout=-0.1)
 
 

@@ -255,7 +255,6 @@ CASES = {   # name: () -> (callable, args, kwargs)
                                                       mask=torch.ones(6, dtype=torch.bool), scale=0.5),
     "validation.check_positive_int": lambda: case(V.check_positive_int, "n", np.int64(3)),
     "validation.check_finite_number": lambda: case(V.check_finite_number, "scale", 0.5),
-    "validation.check_probability": lambda: case(V.check_probability, "p", 0.1),
     "validation.check_rank": lambda: case(V.check_rank, "x", t(2, 3), 2, "(B, C)"),
     "validation.check_nonnegative_int": lambda: case(V.check_nonnegative_int, "n", 0),
     "validation.check_dropout": lambda: case(V.check_dropout, "dropout", 0.1),
