@@ -1,6 +1,5 @@
-"""Nothing silently wrong (issue 19): every bad input is rejected by name, with what was
-expected and how to fix it, and nothing the user holds is changed. One test (or a few) per
-item; items 1, 5 and 11 (`fit`) are covered with the train.py work."""
+"""Nothing silently wrong: every bad input is rejected by name, with what was expected and
+how to fix it, and nothing the user holds is changed (`fit`'s cases are in test_train.py)."""
 from functools import partial
 
 import numpy as np
@@ -154,7 +153,7 @@ def test_standardizer_refuses_nan_or_inf_in_its_training_data():
         Standardizer().fit(train)
 
 
-# --- item 10: cryptic errors, now named -------------------------------------------------
+# --- kernels: empty inputs, sizes, masks and rates, named ------------------------------
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
 @pytest.mark.parametrize("causal", [False, True])

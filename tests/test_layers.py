@@ -93,7 +93,7 @@ def test_dropout_only_in_training():
     assert not torch.allclose(mha(x), mha(x))
 
 
-# --- causality with fewer queries than keys: bottom-right, as a cache needs (issue 20) ---
+# --- causality with fewer queries than keys: bottom-right, as a cache needs ---
 
 POSITIONS = {"none": lambda: None, "rope": lambda: RotaryEmbedding(4), "alibi": lambda: ALiBi(4),
              "relative": lambda: RelativePositionBias(4, bidirectional=False),

@@ -360,8 +360,10 @@ def test_a_peak_of_another_dtype_is_refused():
         add_peak_fraction(bf16_rows, 800.0)
     assert add_peak_fraction(bf16_rows, MatmulPeak(800.0, torch.bfloat16, "cuda"))[0]["peak_fraction"] \
         == pytest.approx(2.0 / 800.0)
-    legacy = {k: v for k, v in _row().items() if k != "dtype"}            # saved before rows had one
-    assert add_peak_fraction([legacy], MatmulPeak(8.0, torch.float32, "cpu"))[0]["peak_fraction"] == 0.25
+    no_dtype = {k: v for k, v in _row().items() if k != "dtype"}          # not a cost_sweep row
+    with pytest.raises(ValueError, match=r"a row with tflops has no dtype \(kernel 'sdpa', L=64\); "
+                                         r"add_peak_fraction takes cost_sweep rows"):
+        add_peak_fraction([no_dtype], MatmulPeak(8.0, torch.float32, "cpu"))
 
 
 def test_gpu_profile_sweeps_in_bfloat16_against_the_bfloat16_peak(monkeypatch):

@@ -173,9 +173,9 @@ def local_attention(q, k, v, *, window: int, mask=None, is_causal=False, scale=N
     Math: ``softmax(Q K^T * scale, masked to the band) V``: `naive_attention` under `band_mask`.
     Cost: time O(L (c + 2w) D), memory O(L Dv + L (c + 2w) / 16) with w = window and
     c = block_size (default w), against O(L^2) for full attention: a long sequence's chunks
-    run in 16 groups, one group's scores alive at a time (at L = 16384, w = 128 the forward
-    peak is 0.74x the band's own scores, L (2w + 1) floats); a short one (under 2^17 scores)
-    runs in one pass. With autograd every group's weights are kept for the backward pass.
+    run in 16 groups, one group's scores alive at a time (the forward peak is then below the
+    band's own scores, L (2w + 1) floats); a short one (under 2^17 scores) runs in one pass.
+    With autograd every group's weights are kept for the backward pass.
     Shapes: q (..., L, D), k (..., L, D), v (..., L, Dv) -> (..., L, Dv); needs L == S.
     ``block_size``: queries per chunk (default ``max(window, 1)``); ``mask``: optional bool,
     True = may attend, broadcastable to (..., L, L), read only inside the band.

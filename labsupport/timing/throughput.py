@@ -87,13 +87,18 @@ def matmul_peak(device, dtype, sizes=None, *, reps: int = 5) -> MatmulPeak:
 def add_peak_fraction(rows, peak: MatmulPeak) -> list[dict]:
     """`cost_sweep` rows with ``peak_fraction``: achieved ``tflops`` / ``peak.tflops``
     (None where a row has no ``tflops``). ``peak`` is a `matmul_peak` measured in the
-    dtype the rows ran in (rows without a dtype ran in float32); another dtype raises."""
+    dtype the rows ran in (each measured row names its ``dtype``); another dtype raises."""
     if not isinstance(peak, MatmulPeak):
         raise TypeError(f"peak must be a MatmulPeak from matmul_peak(device, dtype), got "
                         f"{type(peak).__name__}; a bare number does not say its dtype")
     if not peak.tflops or peak.tflops <= 0:
         raise ValueError(f"peak.tflops must be positive, got {peak.tflops}")
-    ran = {r.get("dtype") or "float32" for r in rows if r.get("tflops")}
+    for r in rows:
+        if r.get("tflops") and not r.get("dtype"):
+            raise ValueError(f"a row with tflops has no dtype (kernel {r.get('kernel')!r}, "
+                             f"L={r.get('length')}); add_peak_fraction takes cost_sweep rows, which "
+                             "name the dtype they ran in")
+    ran = {r["dtype"] for r in rows if r.get("tflops")}
     if ran - {dtype_name(peak.dtype)}:
         raise ValueError(f"rows ran in {', '.join(sorted(ran))} but the peak was measured in "
                          f"{dtype_name(peak.dtype)}; compare work with the peak of its own dtype: "
