@@ -91,6 +91,33 @@ def check_finite_number(name: str, value) -> float:
     return float(value)
 
 
+def check_positive_number(name: str, value, unit: str = "") -> float:
+    """Return ``value`` as a float if it is a finite real number > 0 (not a bool), else raise;
+    ``unit`` follows "number" in the message (e.g. " of bytes")."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
+            or value <= 0:
+        raise ValueError(f"{name} must be a positive finite number{unit}, got {_show(value)}")
+    return float(value)
+
+
+def check_distinct_positive_ints(name: str, values) -> list[int]:
+    """Return ``values`` as a list of ints if they are distinct positive integers (lengths,
+    sizes), at least one, else raise naming the argument and the first repeat."""
+    values = tuple(values) if not isinstance(values, (list, tuple)) else values
+    shown = ("[{}]" if isinstance(values, list) else "({},)" if len(values) == 1 else "({})").format(
+        ", ".join(_show(v) for v in values))
+    if not values:
+        raise ValueError(f"{name} must hold at least one value, got {shown}")
+    if not all(_is_int(v) and v >= 1 for v in values):
+        raise ValueError(f"{name} must be distinct positive ints, got {shown}")
+    ints = [int(v) for v in values]
+    for v in ints:
+        if ints.count(v) > 1:
+            times = "twice" if ints.count(v) == 2 else f"{ints.count(v)} times"
+            raise ValueError(f"{name} must be distinct positive ints, got {shown} ({v} {times})")
+    return ints
+
+
 def check_dropout(name: str, value) -> float:
     """Return ``value`` as a float if it is a dropout rate in [0, 1) (1 would drop every
     activation), else raise naming the argument."""

@@ -258,6 +258,8 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "validation.check_rank": lambda: case(V.check_rank, "x", t(2, 3), 2, "(B, C)"),
     "validation.check_nonnegative_int": lambda: case(V.check_nonnegative_int, "n", 0),
     "validation.check_dropout": lambda: case(V.check_dropout, "dropout", 0.1),
+    "validation.check_positive_number": lambda: case(V.check_positive_number, "budget", 2.5e9),
+    "validation.check_distinct_positive_ints": lambda: case(V.check_distinct_positive_ints, "lengths", [32, 16]),
     "validation.check_self_attention": lambda: case(V.check_self_attention, "local", *qkv()),
     "validation.check_no_mask": lambda: case(V.check_no_mask, "linear", None, "why"),
     "validation.check_shape": lambda: case(V.check_shape, "x", t(2, 3), (2, 3), "(B, C)"),

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..validation import check_nonnegative_int, check_positive_int
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -34,14 +36,14 @@ def time_call(fn, *args, reps: int = 5, warmup: int = 1, device=None, **kwargs) 
     """Time ``fn(*args, **kwargs)``: ``warmup`` untimed calls, then ``reps`` timed ones.
 
     On CUDA each call is bracketed by CUDA events and synchronised; on the CPU by
-    ``perf_counter``. ``device`` defaults to that of the first tensor argument.
+    ``perf_counter``. ``device`` defaults to that of the first tensor argument. ``reps``
+    is a positive int, ``warmup`` an int >= 0.
 
     >>> t = time_call(sum, [1, 2, 3], reps=3)
     >>> t.min <= t.median <= t.max
     True
     """
-    if reps < 1:
-        raise ValueError(f"reps must be >= 1, got {reps}")
+    reps, warmup = check_positive_int("reps", reps), check_nonnegative_int("warmup", warmup)
     device = torch.device(device) if device is not None else device_of(args, kwargs)
     for _ in range(warmup):
         fn(*args, **kwargs)

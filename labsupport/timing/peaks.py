@@ -22,6 +22,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..devices import quiet_stderr
+from ..validation import check_nonnegative_int
 from .clocks import device_of
 
 
@@ -109,6 +110,7 @@ def peak_memory(fn, *args, device=None, warmup: int = 1, **kwargs) -> int | None
     >>> peak_memory(lambda: torch.ones(1000))         # 1000 float32: 4000 bytes, exactly
     4000
     """
+    warmup = check_nonnegative_int("warmup", warmup)
     device = torch.device(device) if device is not None else device_of(args, kwargs)
     if device.type not in ("cuda", "cpu") or (device.type == "cpu" and profiler_active()):
         return None

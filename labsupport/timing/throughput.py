@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from ..devices import pick_device
+from ..validation import check_distinct_positive_ints, check_positive_int
 from .clocks import time_call
 from .peaks import free_cuda
 
@@ -36,9 +37,8 @@ def matmul_peak_tflops(device=None, dtype=torch.bfloat16, sizes=None, *, reps: i
     device = pick_device(device)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ValueError(f"dtype must be a floating-point type, got {dtype}")
-    sizes = tuple(sizes) if sizes is not None else _PEAK_SIZES.get(device.type, _PEAK_SIZES["cpu"])
-    if not sizes or any(int(n) != n or n < 1 for n in sizes):
-        raise ValueError(f"sizes must be positive integers, got {sizes}")
+    sizes = _PEAK_SIZES.get(device.type, _PEAK_SIZES["cpu"]) if sizes is None else sizes
+    sizes, reps = check_distinct_positive_ints("sizes", sizes), check_positive_int("reps", reps)
     g = torch.Generator(device=device).manual_seed(0)
     best = 0.0
     for n in sizes:
@@ -78,7 +78,7 @@ def matmul_peak(device, dtype, sizes=None, *, reps: int = 5) -> MatmulPeak:
     'fp32 peak'
     """
     device = pick_device(device)
-    tflops = matmul_peak_tflops(device, dtype, sizes, reps=reps)
+    tflops = matmul_peak_tflops(device, dtype, sizes, reps=reps)    # checks dtype, sizes and reps
     tf32 = (device.type == "cuda" and dtype == torch.float32
             and torch.get_float32_matmul_precision() != "highest")
     return MatmulPeak(tflops, dtype, device.type, tf32)
