@@ -12,8 +12,9 @@ in every kernel here (with S > L the last S - L keys are never seen);
 
 One idea per module: `exact` (naive attention, SDPA, and which SDPA backend ran), `flash`
 (FlashAttention's tiled algorithm), `sparse` (sliding windows, Longformer), `lowrank`
-(Linformer), `kernelized` (linear attention, Performer), `masks`, `spec` (what a kernel
-declares) and `registry` (`KERNELS` by name). The package imports nothing from
+(Linformer), `kernelized` (linear attention, Performer), `masks`, `precision` (half-precision
+inputs are computed in float32), `spec` (what a kernel declares) and `registry` (`KERNELS`
+by name). The package imports nothing from
 `labsupport.timing` (which measures these kernels and imports them). Every public name is imported from here:
 ``from labsupport.attention import naive_attention, KERNELS``.
 """

@@ -38,6 +38,11 @@ def naive_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=Non
     ``bias``: an optional float tensor broadcastable to (..., L, S), added to the
     scaled scores (ALiBi and relative position biases); ``dropout_p`` drops
     attention weights (pass 0.0 in evaluation, as for SDPA).
+    Precision: q is scaled before the product, as SDPA does, so that float16 never holds
+    the unscaled ``q . k`` (beyond 65504 it is inf). The scores are held in the input
+    dtype (their memory is the lesson): in float16 or bfloat16 each is rounded to that
+    dtype, so the weights' error grows with the logits' size (about ``|s| eps``); `sdpa`
+    and `flash_attention` compute in float32 and keep half-precision accuracy.
 
     >>> q = k = v = torch.ones(1, 1, 2, 4)
     >>> naive_attention(q, k, v, is_causal=True).shape
@@ -46,7 +51,7 @@ def naive_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=Non
     check_attention_inputs(q, k, v, mask, bias, scale=scale, dropout_p=dropout_p)
     L, S = q.shape[-2], k.shape[-2]
     scale = q.shape[-1] ** -0.5 if scale is None else scale
-    scores = (q @ k.transpose(-2, -1)) * scale                      # (..., L, S)
+    scores = (q * scale) @ k.transpose(-2, -1)                      # (..., L, S)
     if bias is not None:
         scores = scores + bias
     allowed = _allowed(mask, is_causal, L, S, q.device)
