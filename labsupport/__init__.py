@@ -35,7 +35,7 @@ LAYERS
 8. what the notebooks show and check
    widgets            interactive explorers of encodings, attention weights and costs
    checks/            the exercises' self-checks, with reference answers
-apart: a Sphinx extension; it imports only layer 1, and nothing imports it
+apart: entry points that other programs load; they may import any layer, nothing imports them
    sphinx_provenance  gathers the notebooks' run records into "Where the numbers came from"
 """
 __version__ = "0.1.0"

@@ -91,12 +91,10 @@ def check_finite_number(name: str, value) -> float:
     return float(value)
 
 
-def check_positive_number(name: str, value, unit: str = "") -> float:
-    """Return ``value`` as a float if it is a finite real number > 0 (not a bool), else raise;
-    ``unit`` follows "number" in the message (e.g. " of bytes")."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
-            or value <= 0:
-        raise ValueError(f"{name} must be a positive finite number{unit}, got {_show(value)}")
+def check_positive_number(name: str, value) -> float:
+    """Return ``value`` as a float if it is a finite real number > 0 (not a bool), else raise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < math.inf:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     return float(value)
 
 

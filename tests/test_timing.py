@@ -531,16 +531,19 @@ def _sweep(**options):
                       progress=False, **options)
 
 
+BUDGET = r"memory_budget \(bytes; None: no budget\) must be a finite number > 0, "
+
+
 @pytest.mark.parametrize("options, message", [
     (dict(reps=0), r"reps must be a positive int, got 0"),
     (dict(reps=True), r"reps must be a positive int, got True"),
     (dict(reps=2.0), r"reps must be a positive int, got 2\.0"),
-    (dict(memory_budget=float("nan")), r"memory_budget must be a positive finite number of bytes "
-                                       r"\(None: no budget\), got nan"),
-    (dict(memory_budget=-1), r"memory_budget must be a positive finite number .*got -1"),
-    (dict(memory_budget=0), r"memory_budget must be a positive finite number .*got 0"),
-    (dict(memory_budget=float("inf")), r"memory_budget must be a positive finite number .*got inf"),
-    (dict(memory_budget=True), r"memory_budget must be a positive finite number .*got True"),
+    (dict(memory_budget=float("nan")), r"memory_budget \(bytes; None: no budget\) must be a finite "
+                                       r"number > 0, got nan"),
+    (dict(memory_budget=-1), BUDGET + r"got -1"),
+    (dict(memory_budget=0), BUDGET + r"got 0"),
+    (dict(memory_budget=float("inf")), BUDGET + r"got inf"),
+    (dict(memory_budget=True), BUDGET + r"got True"),
     (dict(lengths=[16, 16]), r"lengths must be distinct positive ints, got \[16, 16\] \(16 twice\)"),
     (dict(lengths=[0, 16]), r"lengths must be distinct positive ints, got \[0, 16\]"),
     (dict(lengths=[-16]), r"lengths must be distinct positive ints, got \[-16\]"),

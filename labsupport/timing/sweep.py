@@ -171,7 +171,7 @@ def cost_sweep(kernels, lengths, *, make_inputs=None, backward=False, reps=5,
     lengths = sorted(check_distinct_positive_ints("lengths", lengths))
     opts = _Options(make_inputs or attention_inputs, backward, check_positive_int("reps", reps),
                     None if memory_budget is None else check_positive_number(
-                        "memory_budget", memory_budget, " of bytes (None: no budget)"),
+                        "memory_budget (bytes; None: no budget)", memory_budget),
                     kernel_kwargs or {})
     bytes_at, flops_at = _models_at(kernels, lengths, memory_models, flops)
     rows, bar = [], tqdm(total=len(kernels) * len(lengths), disable=not progress,
