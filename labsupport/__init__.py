@@ -1,7 +1,42 @@
 """labsupport: the shared code of the Chapter 12 companion book.
 
-Modules: `attention` (kernels), `layers` (multi-head attention and blocks), `data`
-(the series, the split, windows, patches), `timing` (time and measured peak memory),
-`profile` (cpu/gpu size presets), `checks` (exercise self-checks), `plots` (style).
+The map to read before opening a file: every module by layer, with what it holds. A module
+imports only from its own layer and the layers below it (tests/test_layering.py reads this
+table and checks every import, function-level ones included; a package counts as one
+module, ``name/``). To add or move a module, edit its line here.
+
+LAYERS
+1. foundation: the standard library, NumPy and torch only
+   units              how bytes and seconds read in tables and messages (format_bytes)
+   randomstate        keeping the caller's random streams (kept_random_state, set_seed)
+   validation         one validator per kind of input, one message style (check_*)
+   devices            where a computation runs (pick_device); the profiler's log lines muted
+   scaling            power-law fits on log-log axes in plain Python (fit_power_law)
+   datasets/          the data the package ships: the hourly Victoria electricity series
+2. data, kernels, size presets and the figure style (low: compare draws in its palette)
+   data               the series, loaders with checksums, the temporal split, windows, patches
+   attention/         the attention kernels (one signature), what each declares, KERNELS
+   profile            the size presets (cpu, gpu, smoke) every notebook reads
+   plots              the book's figure style (Okabe-Ito colours) and log-log fits
+3. measurement and building blocks, on the kernels
+   timing/            time, measured peak memory, cost sweeps, matrix-multiply throughput
+   positional         position and time encodings (sinusoidal, learned, RoPE, ALiBi, T5, XL)
+   layers             multi-head attention and Transformer blocks with a swappable kernel
+   provenance         a notebook's run record (device, versions, profile, time, peak) and saved
+                      sweeps; torch imported only where a record is made (the Sphinx side needs none)
+4. models
+   memory             Transformer-XL's segment recurrence and the compressive memory
+   models             the patch forecaster and its baselines (GRU, TCN, DLinear, ridge, naive)
+5. training
+   train              the training loop with early stopping, evaluate, predict
+6. printing results (below compare, which prints its tables with report.table)
+   report             verdicts, checklists, tables and sentences (say) as every client shows them
+7. the comparison protocol
+   compare            models trained and compared on one task and split, over seeds
+8. what the notebooks show and check
+   widgets            interactive explorers of encodings, attention weights and costs
+   checks/            the exercises' self-checks, with reference answers
+apart: entry points that other programs load; they may import any layer, nothing imports them
+   sphinx_provenance  gathers the notebooks' run records into "Where the numbers came from"
 """
 __version__ = "0.1.0"

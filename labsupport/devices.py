@@ -1,5 +1,10 @@
-"""Where a computation runs: one rule for the whole package."""
+"""Where a computation runs: one rule for the whole package; and keeping the C++
+runtime's own log lines (the profiler's start and stop) out of a notebook's output."""
 from __future__ import annotations
+
+import contextlib
+import os
+import sys
 
 import torch
 
@@ -13,3 +18,18 @@ def pick_device(device=None) -> torch.device:
     if device is not None:
         return torch.device(device)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@contextlib.contextmanager
+def quiet_stderr():
+    """Silence C++ writes to file descriptor 2 inside the block (torch's profiler logs
+    its start and stop there); Python's ``sys.stderr`` is flushed first and restored."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)

@@ -9,8 +9,33 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .attention import causal_mask, explicit_attention, get_kernel, kernel_name, kernel_spec
-from .validation import check_positive_int, check_probability, check_rank
+from .attention import KERNELS, causal_mask, explicit_attention, get_kernel, kernel_name, kernel_spec
+from .validation import check_dropout, check_positive_int, check_rank
+
+_APPLIES_DROPOUT = "'sdpa' or 'naive'"        # exact kernels that drop attention weights themselves
+
+
+def _check_attention_dropout(owner: str, option: str, rate: float, kernel) -> float:
+    """Return ``rate`` (a dropout rate in [0, 1)) if ``kernel`` can apply it to its attention
+    weights (its spec declares ``dropout=True``), or if it is 0; else raise naming the
+    kernel and the fix, rather than drop the option without a word."""
+    rate = check_dropout(option, rate)
+    if rate > 0 and not kernel_spec(kernel).dropout:
+        raise ValueError(f"{owner}({option}={rate:g}): kernel {kernel_name(kernel)!r} does not apply "
+                         "dropout to its attention weights (its spec declares dropout=False), so the rate "
+                         f"would be ignored; pass {option}=0.0, or a kernel that applies dropout to its "
+                         f"weights: {_APPLIES_DROPOUT}")
+    return rate
+
+
+def _check_causal(kernel, spec) -> None:
+    """Raise for ``is_causal=True`` through a kernel whose spec does not declare ``causal=True``."""
+    if spec.causal:
+        return
+    causal = ", ".join(repr(name) for name in KERNELS if kernel_spec(name).causal)
+    raise ValueError(f"is_causal=True: kernel {kernel_name(kernel)!r} cannot be causal: it does not declare "
+                     "causal=True (@attention_kernel(..., causal=True)); call it with is_causal=False, "
+                     f"or use a causal kernel: {causal}")
 
 
 class MultiHeadAttention(nn.Module):
@@ -24,8 +49,11 @@ class MultiHeadAttention(nn.Module):
     or a callable with the kernel signature, or an ``nn.Module`` with that signature such as
     ``LinformerAttention(seq_len, k)``, which becomes a submodule. Its `KernelSpec`
     (``self.spec``, see `labsupport.attention.attention_kernel`) says whether it takes
-    ``dropout_p`` (the attention dropout) and a score ``bias``; an undeclared callable is
-    passed ``mask`` and ``is_causal`` only. ``position`` is an optional
+    ``dropout_p`` (the attention dropout), a score ``bias`` and ``is_causal``; an undeclared
+    callable is passed ``mask`` and ``is_causal`` only. What the kernel cannot take is
+    refused by name: ``dropout > 0`` for a kernel that does not apply dropout to its
+    weights (flash, linear, Performer, an undeclared callable), a bias-adding ``position``
+    for one without ``bias``, ``is_causal=True`` for one without ``causal``. ``position`` is an optional
     `labsupport.positional.AttentionPosition` (RoPE, ALiBi, T5 or Transformer-XL
     relative positions) applied to every head; ``positions`` (L,) or (B, L) and
     ``key_positions`` then give the tokens' positions (default: indices, queries last).
@@ -56,7 +84,7 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
         self.kernel = get_kernel(kernel)        # an nn.Module kernel becomes a submodule, so it trains
         self.spec = kernel_spec(self.kernel)
-        self.dropout = check_probability("dropout", dropout)
+        self.dropout = _check_attention_dropout("MultiHeadAttention", "dropout", dropout, self.kernel)
         if position is not None and position.needs_bias and not self.spec.bias:
             raise ValueError(f"{type(position).__name__} adds a bias to the scores, which kernel "
                              f"{kernel_name(self.kernel)!r} does not declare (bias=False); use naive, "
@@ -86,6 +114,8 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"expected x (B, L, {self.d_model}) and context (B, S, {self.d_model}), "
                              f"got {tuple(x.shape)} and {tuple(context.shape)}")
         L, S = x.shape[1], context.shape[1]
+        if is_causal:
+            _check_causal(self.kernel, self.spec)
         if is_causal and L != S:                  # the queries are the newest tokens: bottom-right
             if not self.spec.mask:
                 raise ValueError(f"is_causal with {L} queries and {S} keys needs a bottom-right causal "
@@ -160,7 +190,7 @@ class FeedForward(nn.Module):
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.activation = _ACTIVATIONS[activation]()
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(check_dropout("dropout", dropout))
 
     def forward(self, x):
         return self.linear2(self.dropout(self.activation(self.linear1(x))))
@@ -225,9 +255,9 @@ class TransformerBlock(nn.Module):
     see `MultiHeadAttention`); ``positions`` then give all P + L positions.
     ``norm="batch"`` puts `TokenBatchNorm` where LN stands (PatchTST's encoder). ``dropout``
     acts on each sub-layer's output and inside the FFN; ``attn_dropout`` on the attention
-    weights (default: ``dropout``; PatchTST uses 0, and on a CPU it costs about a third of
-    the training speed at PatchTST's ETTh sizes, since the fused SDPA kernels do not drop
-    weights). ``residual=False`` or ``layer_norm=False`` (no normalisation at all) remove
+    weights (default: ``dropout``; PatchTST uses 0, and on a CPU it is slow, since the fused
+    SDPA kernels do not drop weights); a kernel that cannot drop weights needs
+    ``attn_dropout=0.0``. ``residual=False`` or ``layer_norm=False`` (no normalisation at all) remove
     those parts (for the experiments of Section 12.2); `load_torch_weights` copies an
     ``nn.TransformerEncoderLayer``.
     """
@@ -238,7 +268,9 @@ class TransformerBlock(nn.Module):
                  norm: str = "layer", attn_dropout: float | None = None):
         super().__init__()
         d_ff = 4 * d_model if d_ff is None else d_ff
-        attn_dropout = dropout if attn_dropout is None else attn_dropout
+        dropout = check_dropout("dropout", dropout)
+        attn_dropout = _check_attention_dropout("TransformerBlock", "attn_dropout",
+                                               dropout if attn_dropout is None else attn_dropout, kernel)
         self.attn = MultiHeadAttention(d_model, n_heads, kernel=kernel, dropout=attn_dropout,
                                        position=position)
         self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation)
@@ -333,15 +365,21 @@ class DecoderBlock(nn.Module):
     Math (pre-norm): ``x += SelfAttn(LN1(x)); x += CrossAttn(LN2(x), memory); x += FFN(LN3(x))``.
     Math (post-norm): ``x = LN1(x + SelfAttn(x)); x = LN2(x + CrossAttn(x, memory)); x = LN3(x + FFN(x))``.
     Shapes: x (B, L, d_model), memory (B, S, d_model) -> (B, L, d_model).
+    ``dropout`` acts on each sub-layer's output and inside the FFN; ``attn_dropout`` on both
+    attentions' weights (default: ``dropout``), as in `TransformerBlock`.
     `load_torch_weights` copies an ``nn.TransformerDecoderLayer``.
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int | None = None, dropout: float = 0.0, *,
-                 norm_first: bool = True, kernel="sdpa", activation: str = "relu", eps: float = 1e-5):
+                 norm_first: bool = True, kernel="sdpa", activation: str = "relu", eps: float = 1e-5,
+                 attn_dropout: float | None = None):
         super().__init__()
         d_ff = 4 * d_model if d_ff is None else d_ff
-        self.self_attn = MultiHeadAttention(d_model, n_heads, kernel=kernel, dropout=dropout)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, kernel=kernel, dropout=dropout)
+        dropout = check_dropout("dropout", dropout)
+        attn_dropout = _check_attention_dropout("DecoderBlock", "attn_dropout",
+                                               dropout if attn_dropout is None else attn_dropout, kernel)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, kernel=kernel, dropout=attn_dropout)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, kernel=kernel, dropout=attn_dropout)
         self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation)
         self.norms = nn.ModuleList(nn.LayerNorm(d_model, eps=eps) for _ in range(3))
         self.drops = nn.ModuleList(nn.Dropout(dropout) for _ in range(3))

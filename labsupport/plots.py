@@ -9,7 +9,7 @@ import matplotlib as mpl
 import numpy as np
 from cycler import cycler
 
-from .timing import fit_power_law
+from .scaling import fit_power_law
 
 OKABE_ITO = {
     "blue": "#0072B2", "orange": "#E69F00", "green": "#009E73", "vermillion": "#D55E00",

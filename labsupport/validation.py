@@ -24,7 +24,7 @@ def check_attention_inputs(q, k, v, mask=None, bias=None, *, scale=None, dropout
     one attention call.
 
     Shapes: q (..., L, D), k (..., S, D), v (..., S, Dv); mask bool and bias float, both
-    broadcastable to (..., L, S); scale None or a finite number; dropout_p in [0, 1].
+    broadcastable to (..., L, S); scale None or a finite number; dropout_p a rate in [0, 1).
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
@@ -56,7 +56,7 @@ def check_attention_inputs(q, k, v, mask=None, bias=None, *, scale=None, dropout
         _check_broadcast("bias", bias, q, k)
     if scale is not None:
         check_finite_number("scale", scale)
-    check_probability("dropout_p", dropout_p)
+    check_dropout("dropout_p", dropout_p)
 
 
 def _check_broadcast(name, t, q, k) -> None:
@@ -114,11 +114,22 @@ def check_bool(name: str, value) -> bool:
     return bool(value)
 
 
-def check_probability(name: str, value) -> float:
-    """Return ``value`` as a float if it is a probability in [0, 1], else raise naming the argument."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
-    return float(value)
+def check_distinct_positive_ints(name: str, values) -> list[int]:
+    """Return ``values`` as a list of ints if they are distinct positive integers (lengths,
+    sizes), at least one, else raise naming the argument and the first repeat."""
+    values = tuple(values) if not isinstance(values, (list, tuple)) else values
+    shown = ("[{}]" if isinstance(values, list) else "({},)" if len(values) == 1 else "({})").format(
+        ", ".join(_show(v) for v in values))
+    if not values:
+        raise ValueError(f"{name} must hold at least one value, got {shown}")
+    if not all(_is_int(v) and v >= 1 for v in values):
+        raise ValueError(f"{name} must be distinct positive ints, got {shown}")
+    ints = [int(v) for v in values]
+    for v in ints:
+        if ints.count(v) > 1:
+            times = "twice" if ints.count(v) == 2 else f"{ints.count(v)} times"
+            raise ValueError(f"{name} must be distinct positive ints, got {shown} ({v} {times})")
+    return ints
 
 
 def check_dropout(name: str, value) -> float:

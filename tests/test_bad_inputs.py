@@ -1,6 +1,5 @@
-"""Nothing silently wrong (issue 19): every bad input is rejected by name, with what was
-expected and how to fix it, and nothing the user holds is changed. One test (or a few) per
-item; items 1, 5 and 11 (`fit`) are covered with the train.py work."""
+"""Nothing silently wrong: every bad input is rejected by name, with what was expected and
+how to fix it, and nothing the user holds is changed (`fit`'s cases are in test_train.py)."""
 import re
 from functools import partial
 
@@ -148,7 +147,7 @@ def test_standardizer_refuses_nan_or_inf_in_its_training_data():
         Standardizer().fit(train)
 
 
-# --- item 10: cryptic errors, now named -------------------------------------------------
+# --- kernels: empty inputs, sizes, masks and rates, named ------------------------------
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
 @pytest.mark.parametrize("causal", [False, True])
@@ -222,13 +221,16 @@ def test_a_non_finite_scale_is_refused(name):
             KERNELS[name](q, k, v, scale=scale)
 
 
-@pytest.mark.parametrize("kernel", [naive_attention, sdpa])
+@pytest.mark.parametrize("kernel", [naive_attention, sdpa, partial(local_attention, window=1),
+                                    partial(longformer_attention, window=1, global_tokens=[0])],
+                         ids=["naive", "sdpa", "local", "longformer"])
 def test_dropout_p_outside_zero_one_is_refused(kernel):
+    """One validator for every dropout rate (validation.check_dropout): 1.0 would drop every weight."""
     q, k, v = qkv(4)
-    for p in (-0.1, 1.5):
-        with pytest.raises(ValueError, match=rf"dropout_p must be a probability in \[0, 1\], got {p}"):
+    for p in (-0.1, 1.0, 1.5, float("nan"), True):
+        with pytest.raises(ValueError, match=rf"dropout_p must be a number in \[0, 1\), got {p}"):
             kernel(q, k, v, dropout_p=p)
-    with pytest.raises(ValueError, match=r"dropout must be a probability in \[0, 1\], got -0.1"):
+    with pytest.raises(ValueError, match=r"dropout must be a number in \[0, 1\), got -0.1"):
         MultiHeadAttention(8, 2, dropout=-0.1)
 
 

@@ -170,8 +170,8 @@ def test_windows_in_groups_with_masks_and_gradients(small_groups, causal):
 @pytest.mark.parametrize("L", [4096, 16384])
 @pytest.mark.parametrize("name", ["local", "local causal", "longformer"])
 def test_window_peak_is_within_twice_the_band_scores(name, L):
-    """Forward peak (exact, one thread) within 2x the band's scores L (2w + 1) float32:
-    before the chunks ran in groups it was 6.35x (local) and 6.62x (Longformer)."""
+    """Forward peak (exact, one thread) within 2x the band's scores L (2w + 1) float32 (the
+    chunks run in groups, one group's scores alive at a time)."""
     from labsupport.timing import attention_inputs, peak_memory
     w, kernels = 128, {
         "local": lambda q, k, v: local_attention(q, k, v, window=w),

@@ -1,5 +1,6 @@
-"""Each kernel declares what it takes (issue 18 item 2); layers and models read the
-declaration, and return_weights never shows the weights of another kernel (issue 19 item 8)."""
+"""Each kernel declares what it takes where it is defined; layers and models read the
+declaration (and refuse what a kernel does not declare), and return_weights never shows the
+weights of another kernel."""
 from functools import partial
 
 import pytest
@@ -21,7 +22,7 @@ from labsupport.attention import (
     naive_attention,
     performer_attention,
 )
-from labsupport.layers import MultiHeadAttention
+from labsupport.layers import DecoderBlock, MultiHeadAttention, TransformerBlock
 from labsupport.models import PatchTransformer
 from labsupport.positional import ALiBi
 
@@ -72,8 +73,11 @@ def test_multi_head_attention_reads_dropout_and_bias_from_the_spec():
     def undeclared(q, k, v, *, mask=None, is_causal=False, dropout_p=0.5, bias=None):
         seen["undeclared"] = dropout_p
         return v
-    MultiHeadAttention(8, 2, kernel=undeclared, dropout=0.25)(torch.randn(2, 5, 8))
+    MultiHeadAttention(8, 2, kernel=undeclared).train()(torch.randn(2, 5, 8))
     assert seen["undeclared"] == 0.5                           # no dropout_p passed: none declared
+    with pytest.raises(ValueError, match=r"MultiHeadAttention\(dropout=0\.25\): kernel 'undeclared' does "
+                                         r"not apply dropout to its attention weights"):
+        MultiHeadAttention(8, 2, kernel=undeclared, dropout=0.25)
     with pytest.raises(ValueError, match=r"ALiBi adds a bias to the scores, which kernel 'undeclared' "
                                          r"does not declare \(bias=False\)"):
         MultiHeadAttention(8, 2, kernel=undeclared, position=ALiBi(2))
@@ -126,8 +130,11 @@ def test_return_weights_refuses_an_undeclared_kernel():
 
 def test_patch_transformer_reads_the_spec():
     x = torch.randn(2, 48, 1)
+    with pytest.raises(ValueError, match=r"TransformerBlock\(attn_dropout=0\.1\): kernel 'linear_attention' "
+                                         r"does not apply dropout"):   # the model's default dropout
+        PatchTransformer(lookback=48, horizon=6, patch_len=12, stride=12, kernel="linear")
     model = PatchTransformer(lookback=48, horizon=6, patch_len=12, stride=12, kernel="linear", d_model=8,
-                             n_heads=2)
+                             n_heads=2, attn_dropout=0.0)
     with pytest.raises(ValueError, match="kernel 'linear_attention' is an approximation"):
         model(x, return_weights=True)
     with pytest.raises(ValueError, match="kernel 'LinformerAttention' cannot be causal"):
@@ -151,5 +158,43 @@ def test_patch_transformer_reads_the_spec():
     with pytest.raises(ValueError, match=r"kernel 'Pooled' cannot be causal; pass causal=False"):
         PatchTransformer(lookback=48, horizon=6, patch_len=12, stride=12, kernel=Pooled(4))
     fits = PatchTransformer(lookback=48, horizon=6, patch_len=12, stride=12, kernel=Pooled(4), causal=False,
-                            d_model=8, n_heads=2)
+                            d_model=8, n_heads=2, attn_dropout=0.0)
     assert fits(x).shape == (2, 6, 1)
+
+
+def test_causal_is_opt_in_and_the_layers_refuse_a_causal_call_to_a_kernel_that_does_not_declare_it():
+    assert KernelSpec().causal is False
+    assert attention.UNDECLARED.causal and attention.UNDECLARED.mask     # passed through, unchecked
+
+    @attention_kernel(mask=True, exact=True)
+    def bidirectional(q, k, v, *, mask=None, is_causal=False):
+        return naive_attention(q, k, v, mask=mask, is_causal=is_causal)
+
+    x = torch.randn(2, 5, 8)
+    mha = MultiHeadAttention(8, 2, kernel=bidirectional)
+    assert mha(x).shape == (2, 5, 8)
+    refused = (r"is_causal=True: kernel 'bidirectional' cannot be causal: it does not declare "
+               r"causal=True \(@attention_kernel\(\.\.\., causal=True\)\); call it with is_causal=False, "
+               r"or use a causal kernel: .*'flash'")
+    for call in (lambda: mha(x, is_causal=True), lambda: mha(x[:, 3:], x, is_causal=True),
+                 lambda: TransformerBlock(8, 2, 16, kernel=bidirectional)(x, is_causal=True),
+                 lambda: DecoderBlock(8, 2, 16, kernel=bidirectional)(x, x)):    # causal self-attention
+        with pytest.raises(ValueError, match=refused):
+            call()
+    seen = {}
+
+    def plain(q, k, v, *, mask=None, is_causal=False):
+        seen["is_causal"] = is_causal
+        return v
+    MultiHeadAttention(8, 2, kernel=plain)(x, is_causal=True)
+    assert seen["is_causal"] is True                                    # UNDECLARED passes it through
+
+
+def test_every_kernel_that_takes_is_causal_declares_it():
+    """Where a kernel is defined it says causal=True; the layers then let causal calls through,
+    and the one kernel that cannot be causal (Linformer) is refused there, by name."""
+    for name in KERNELS:
+        assert kernel_spec(name).causal, name
+    x = torch.randn(2, 10, 8)
+    with pytest.raises(ValueError, match=r"kernel 'LinformerAttention' cannot be causal"):
+        MultiHeadAttention(8, 2, kernel=LinformerAttention(10, 4))(x, is_causal=True)

@@ -4,7 +4,13 @@ from torch import nn
 
 from helpers import tol
 from labsupport.attention import causal_mask
-from labsupport.layers import MultiHeadAttention
+from labsupport.layers import (
+    DecoderBlock,
+    FeedForward,
+    MultiHeadAttention,
+    TransformerBlock,
+    TransformerEncoder,
+)
 from labsupport.positional import ALiBi, RelativePositionBias, RotaryEmbedding, XLRelativePosition
 
 
@@ -87,7 +93,7 @@ def test_dropout_only_in_training():
     assert not torch.allclose(mha(x), mha(x))
 
 
-# --- causality with fewer queries than keys: bottom-right, as a cache needs (issue 20) ---
+# --- causality with fewer queries than keys: bottom-right, as a cache needs ---
 
 POSITIONS = {"none": lambda: None, "rope": lambda: RotaryEmbedding(4), "alibi": lambda: ALiBi(4),
              "relative": lambda: RelativePositionBias(4, bidirectional=False),
@@ -124,3 +130,55 @@ def test_causal_with_fewer_queries_needs_a_kernel_that_takes_a_mask():
     x = torch.randn(1, 6, 16)
     with pytest.raises(ValueError, match="kernel .linear_attention. takes no mask; use naive, sdpa or flash"):
         MultiHeadAttention(16, 4, kernel="linear")(x[:, 4:], x, is_causal=True)
+
+
+# --- attention dropout: applied by the kernel, or refused by name ---------------------------
+
+def undeclared_kernel(q, k, v, *, mask=None, is_causal=False):
+    return v
+
+
+@pytest.mark.parametrize("kernel", ["flash", "linear", "performer", undeclared_kernel],
+                         ids=["flash", "linear", "performer", "undeclared"])
+def test_attention_dropout_that_the_kernel_cannot_apply_is_refused(kernel):
+    fix = r"dropout=0\.0, or a kernel that applies dropout to its weights: 'sdpa' or 'naive'"
+    with pytest.raises(ValueError, match=r"MultiHeadAttention\(dropout=0\.1\): kernel '\w+' does not "
+                                         r"apply dropout to its attention weights.*pass " + fix):
+        MultiHeadAttention(8, 2, kernel=kernel, dropout=0.1)
+    block_refused = r"TransformerBlock\(attn_dropout=0\.1\).*kernel '\w+'.*pass attn_" + fix
+    with pytest.raises(ValueError, match=block_refused):
+        TransformerBlock(8, 2, 16, dropout=0.1, kernel=kernel)            # attn_dropout defaults to dropout
+    with pytest.raises(ValueError, match=r"DecoderBlock\(attn_dropout=0\.2\).*pass attn_" + fix):
+        DecoderBlock(8, 2, 16, dropout=0.2, kernel=kernel)
+    with pytest.raises(ValueError, match=r"TransformerBlock\(attn_dropout=0\.3\)"):
+        TransformerEncoder(8, 2, 2, 16, kernel=kernel, attn_dropout=0.3)
+    # no attention dropout: the kernel is fine, and dropout still acts on the sub-layers
+    block = TransformerBlock(8, 2, 16, dropout=0.1, attn_dropout=0.0, kernel=kernel)
+    assert block.attn.dropout == 0.0 and block.ff.dropout.p == 0.1 and block.drop1.p == 0.1
+    assert DecoderBlock(8, 2, 16, dropout=0.1, attn_dropout=0.0, kernel=kernel).drops[0].p == 0.1
+    assert MultiHeadAttention(8, 2, kernel=kernel).dropout == 0.0
+
+
+def test_a_decoder_blocks_attention_dropout_is_its_own_setting():
+    block = DecoderBlock(8, 2, 16, dropout=0.0, attn_dropout=0.5, kernel="naive").train()
+    x, memory = torch.randn(2, 5, 8), torch.randn(2, 7, 8)
+    assert block.self_attn.dropout == block.cross_attn.dropout == 0.5
+    assert not torch.allclose(block(x, memory), block(x, memory))
+    assert DecoderBlock(8, 2, 16, dropout=0.3).cross_attn.dropout == 0.3     # default: dropout
+
+
+@pytest.mark.parametrize("build", [
+    lambda p: MultiHeadAttention(8, 2, dropout=p),
+    lambda p: FeedForward(8, 16, dropout=p),
+    lambda p: TransformerBlock(8, 2, 16, dropout=p),
+    lambda p: TransformerBlock(8, 2, 16, attn_dropout=p),
+    lambda p: TransformerEncoder(8, 2, 1, 16, dropout=p),
+    lambda p: DecoderBlock(8, 2, 16, dropout=p),
+    lambda p: DecoderBlock(8, 2, 16, attn_dropout=p),
+], ids=["MultiHeadAttention", "FeedForward", "TransformerBlock", "attn_dropout", "TransformerEncoder",
+        "DecoderBlock", "DecoderBlock attn_dropout"])
+@pytest.mark.parametrize("rate", [1.0, -0.1, float("nan"), True, "0.1"], ids=str)
+def test_every_module_takes_a_dropout_rate_in_zero_one(build, rate):
+    """One validator (validation.check_dropout) in every module: 1.0 would drop everything."""
+    with pytest.raises(ValueError, match=r"dropout must be a number in \[0, 1\), got "):
+        build(rate)

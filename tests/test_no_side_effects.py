@@ -31,13 +31,15 @@ from labsupport import models as Mo
 from labsupport import positional as P
 from labsupport import provenance as Pv
 from labsupport import report as R
+from labsupport import scaling as Sc
 from labsupport import timing as T
 from labsupport import train as Tr
+from labsupport import units as U
 from labsupport import validation as V
 
 MODULES = ["attention", "layers", "positional", "memory", "models", "data", "train", "timing", "plots",
            "widgets", "profile", "report", "provenance", "validation", "compare", "devices",
-           "randomstate"]
+           "randomstate", "scaling", "units"]
 
 EXEMPT = {
     # records and exceptions: no behaviour to test
@@ -115,6 +117,7 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "attention.flash_attention": lambda: case(A.flash_attention, *qkv(5, 7), bias=t(5, 7), block_size=2),
     "attention.sdpa": lambda: case(A.sdpa, *qkv(5, 7), mask=torch.ones(7, dtype=torch.bool)),
     "attention.sdpa_backends": lambda: case(A.sdpa_backends, *qkv()),
+    "attention.sdpa_backend_used": lambda: case(A.sdpa_backend_used, *qkv()),
     "attention.band_mask": lambda: case(A.band_mask, 5, 1),
     "attention.longformer_mask": lambda: case(A.longformer_mask, 6, 1, [0, 3]),
     "attention.local_attention": lambda: case(A.local_attention, *qkv(), window=2, is_causal=True),
@@ -198,6 +201,7 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "data.book_task": lambda: case(D.book_task, train_stride=500, eval_stride=500, calendar=True),
     # train
     "devices.pick_device": lambda: case(Dv.pick_device, "cpu"),
+    "devices.quiet_stderr": lambda: case(_quietly, t(3)),
     "train.fit": lambda: case(_fit_a_new_model, (t(40, 12, 1), t(40, 3, 1, seed=1)),
                               (t(10, 12, 1, seed=2), t(10, 3, 1, seed=3))),
     "train.predict": lambda: case(Tr.predict, _small_patch_model(), t(5, 12, 1), batch_size=2),
@@ -209,12 +213,12 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "train.check_batch_size": lambda: case(Tr.check_batch_size, np.int64(8)),
     "randomstate.kept_random_state": lambda: case(_seeds_inside_a_kept_state),
     # timing
-    "timing.sdpa_backend_used": lambda: case(T.sdpa_backend_used, *qkv()),
     "timing.time_call": lambda: case(T.time_call, A.naive_attention, *qkv(), reps=2),
     "timing.cpu_peak_supported": lambda: case(T.cpu_peak_supported),
     "timing.peak_memory": lambda: case(T.peak_memory, A.naive_attention, *qkv()),
-    "timing.format_bytes": lambda: case(T.format_bytes, 123456),
-    "timing.fit_power_law": lambda: case(T.fit_power_law, np.array([1.0, 2, 4, 8]), np.array([1.0, 4, 16, 64])),
+    "units.format_bytes": lambda: case(U.format_bytes, 123456),
+    "units.format_seconds": lambda: case(U.format_seconds, 754.2),
+    "scaling.fit_power_law": lambda: case(Sc.fit_power_law, np.array([1.0, 2, 4, 8]), np.array([1.0, 4, 16, 64])),
     "timing.is_out_of_memory": lambda: case(T.is_out_of_memory, RuntimeError("CUDA out of memory")),
     "timing.LargestTensor": lambda: case(_largest, t(4, 4)),
     "timing.attention_inputs": lambda: case(T.attention_inputs, 8, head_dim=4),
@@ -268,13 +272,13 @@ CASES = {   # name: () -> (callable, args, kwargs)
                                                       mask=torch.ones(6, dtype=torch.bool), scale=0.5),
     "validation.check_positive_int": lambda: case(V.check_positive_int, "n", np.int64(3)),
     "validation.check_finite_number": lambda: case(V.check_finite_number, "scale", 0.5),
-    "validation.check_probability": lambda: case(V.check_probability, "p", 0.1),
     "validation.check_positive_number": lambda: case(V.check_positive_number, "eps", 1e-8),
     "validation.check_nonnegative_number": lambda: case(V.check_nonnegative_number, "penalty", 0.0),
     "validation.check_bool": lambda: case(V.check_bool, "revin", np.True_),
     "validation.check_rank": lambda: case(V.check_rank, "x", t(2, 3), 2, "(B, C)"),
     "validation.check_nonnegative_int": lambda: case(V.check_nonnegative_int, "n", 0),
     "validation.check_dropout": lambda: case(V.check_dropout, "dropout", 0.1),
+    "validation.check_distinct_positive_ints": lambda: case(V.check_distinct_positive_ints, "lengths", [32, 16]),
     "validation.check_self_attention": lambda: case(V.check_self_attention, "local", *qkv()),
     "validation.check_no_mask": lambda: case(V.check_no_mask, "linear", None, "why"),
     "validation.check_shape": lambda: case(V.check_shape, "x", t(2, 3), (2, 3), "(B, C)"),
@@ -364,6 +368,11 @@ def _ett_root():
     root.mkdir(exist_ok=True)
     helpers.write_ett(root)
     return root
+
+
+def _quietly(x):
+    with Dv.quiet_stderr():
+        return x * 2
 
 
 def _largest(x):

@@ -25,7 +25,8 @@ import torch
 import yaml
 from nbclient import NotebookClient
 
-from labsupport import profile, provenance, sphinx_provenance, timing
+from labsupport import profile, provenance, sphinx_provenance
+from labsupport.timing import peaks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,15 +60,15 @@ def test_start_and_record_say_what_they_need():
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the resident peak resets on Linux")
 def test_the_cpu_peak_survives_the_resets_that_measurements_make():
     block = torch.ones(32 * 2**20)                             # 128 MiB, touched: resident
-    before = timing.session_peak_bytes("cpu")
+    before = peaks.session_peak_bytes("cpu")
     del block
     try:
-        timing._reset_peak(torch.device("cpu"))                # as peak_memory does
+        peaks._reset_peak(torch.device("cpu"))                 # as peak_memory does
     except OSError as err:
         pytest.skip(f"this kernel does not let the resident peak be reset: {err}")
-    assert timing._read_status_kib("VmHWM") * 1024 < before - 100e6, "the reset did not happen"
+    assert peaks._read_status_kib("VmHWM") * 1024 < before - 100e6, "the reset did not happen"
     # kept to within what Linux's lazily updated VmHWM resolves (a few hundred kB)
-    assert timing.session_peak_bytes("cpu") >= before - 1e6
+    assert peaks.session_peak_bytes("cpu") >= before - 1e6
 
 
 @pytest.fixture
@@ -83,15 +84,15 @@ def fake_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Fake GPU")
     monkeypatch.setattr(torch.version, "cuda", "12.9")
-    monkeypatch.setattr(timing, "_PEAK_BEFORE_RESETS", {})
+    monkeypatch.setattr(peaks, "_PEAK_BEFORE_RESETS", {})
     return stats
 
 
 def test_the_gpu_peak_survives_the_resets_that_measurements_make(fake_cuda):
     fake_cuda.update(peak=5e9, now=1e9)                       # a cell peaked at 5 GB
-    timing._reset_peak(torch.device("cuda"))                   # as peak_memory does
+    peaks._reset_peak(torch.device("cuda"))                    # as peak_memory does
     fake_cuda.update(peak=3e9)                                 # later cells stay lower
-    assert timing.session_peak_bytes("cuda:0") == 5e9
+    assert peaks.session_peak_bytes("cuda:0") == 5e9
     start = provenance.RunStart("gpu", torch.device("cuda", 0), time.perf_counter())
     record = provenance.run_record(start)
     assert (record["device"], record["cuda"], record["peak_gpu_bytes"]) == ("Fake GPU", "12.9", 5e9)

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import labsupport.timing as timing
+from labsupport.devices import quiet_stderr
 from labsupport.timing import (
     cpu_peak_supported,
     fit_power_law,
@@ -68,7 +69,7 @@ def test_peak_memory_keeps_grad_mode_and_reraises():
         peak_memory(lambda: (_ for _ in ()).throw(ValueError("inside")))
     assert peak_memory(lambda: torch.ones(10)) == 40              # the profiler was stopped
     from torch.profiler import ProfilerActivity, profile  # and operators are recorded again
-    with timing._quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as later:
+    with quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as later:
         torch.ones(10)
     assert "aten::ones" in {e.name for e in later.events()}
 
@@ -82,7 +83,7 @@ def test_peak_memory_is_none_where_not_measurable():
 @exact_cpu_peak
 def test_peak_memory_is_none_while_another_profiler_runs():
     from torch.profiler import ProfilerActivity, profile
-    with timing._quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as users:
+    with quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as users:
         torch.ones(10)
         assert peak_memory(lambda: torch.ones(1000)) is None      # "not measured", not a guess
         assert not cpu_peak_supported()
@@ -110,7 +111,7 @@ def test_peak_memory_on_cuda():
 def test_time_call_on_a_known_sleep():
     t = time_call(time.sleep, 0.02, reps=3, warmup=0)
     assert 0.02 <= t.min <= t.median <= t.max < 0.5 and len(t.times) == 3
-    with pytest.raises(ValueError, match="reps must be >= 1"):
+    with pytest.raises(ValueError, match="reps must be a positive int, got 0"):
         time_call(time.sleep, 0, reps=0)
 
 
@@ -172,8 +173,8 @@ def test_cost_sweep_survives_out_of_memory_and_goes_on():
                       make_inputs=_tiny_inputs, reps=1, progress=False)
     assert [r["status"] for r in rows] == ["ok", "oom", "skipped", "ok", "ok", "ok"]
     assert "out of memory" in rows[1]["note"] and rows[2]["note"] == "out of memory at L=32"
-    with pytest.raises(ValueError, match="a real bug"):        # other errors are not hidden
-        cost_sweep({"broken": broken}, [16], make_inputs=_tiny_inputs, progress=False)
+    [row] = cost_sweep({"broken": broken}, [16], make_inputs=_tiny_inputs, progress=False)
+    assert (row["status"], row["note"]) == ("error", "ValueError: a real bug")   # recorded, not hidden
 
 
 def test_cost_sweep_backward_and_flops():
@@ -267,15 +268,14 @@ def test_cost_sweep_flops_per_kernel():
 # --- the matrix-multiply peak and the fraction of it a kernel reaches -------------------
 
 def test_matmul_peak_tflops_is_the_best_size(monkeypatch):
-    import labsupport.timing as timing
-    from labsupport.timing import Timing
+    from labsupport.timing import Timing, throughput
 
     def fake_time_call(fn, a, b, **kwargs):        # 64: 1 TFLOP/s, 128: 4 TFLOP/s
         n = a.shape[0]
         seconds = 2 * n ** 3 / (1e12 if n == 64 else 4e12)
         return Timing(seconds, seconds, seconds, (seconds,))
-    monkeypatch.setattr(timing, "time_call", fake_time_call)
-    assert timing.matmul_peak_tflops("cpu", torch.float32, sizes=(64, 128)) == pytest.approx(4.0)
+    monkeypatch.setattr(throughput, "time_call", fake_time_call)
+    assert throughput.matmul_peak_tflops("cpu", torch.float32, sizes=(64, 128)) == pytest.approx(4.0)
 
 
 def test_matmul_peak_tflops_measures_on_cpu_and_rejects_bad_input():
@@ -284,9 +284,9 @@ def test_matmul_peak_tflops_measures_on_cpu_and_rejects_bad_input():
     assert 0 < peak < 1e3 and math.isfinite(peak)
     with pytest.raises(ValueError, match="floating-point"):
         matmul_peak_tflops("cpu", torch.int32, sizes=(8,))
-    with pytest.raises(ValueError, match="positive integers"):
+    with pytest.raises(ValueError, match=r"sizes must hold at least one value, got \(\)"):
         matmul_peak_tflops("cpu", torch.float32, sizes=())
-    with pytest.raises(ValueError, match="positive integers"):
+    with pytest.raises(ValueError, match=r"sizes must be distinct positive ints, got \(0, 8\)"):
         matmul_peak_tflops("cpu", torch.float32, sizes=(0, 8))
 
 
@@ -360,8 +360,10 @@ def test_a_peak_of_another_dtype_is_refused():
         add_peak_fraction(bf16_rows, 800.0)
     assert add_peak_fraction(bf16_rows, MatmulPeak(800.0, torch.bfloat16, "cuda"))[0]["peak_fraction"] \
         == pytest.approx(2.0 / 800.0)
-    legacy = {k: v for k, v in _row().items() if k != "dtype"}            # saved before rows had one
-    assert add_peak_fraction([legacy], MatmulPeak(8.0, torch.float32, "cpu"))[0]["peak_fraction"] == 0.25
+    no_dtype = {k: v for k, v in _row().items() if k != "dtype"}          # not a cost_sweep row
+    with pytest.raises(ValueError, match=r"a row with tflops has no dtype \(kernel 'sdpa', L=64\); "
+                                         r"add_peak_fraction takes cost_sweep rows"):
+        add_peak_fraction([no_dtype], MatmulPeak(8.0, torch.float32, "cpu"))
 
 
 def test_gpu_profile_sweeps_in_bfloat16_against_the_bfloat16_peak(monkeypatch):
@@ -379,7 +381,7 @@ def test_gpu_profile_sweeps_in_bfloat16_against_the_bfloat16_peak(monkeypatch):
         asked.append((torch.device(device).type, dtype))
         return {torch.bfloat16: 800.0, torch.float32: 60.0}[dtype]
 
-    monkeypatch.setattr(timing, "matmul_peak_tflops", fake_matmul_peak_tflops)
+    monkeypatch.setattr(timing.throughput, "matmul_peak_tflops", fake_matmul_peak_tflops)
     monkeypatch.delenv(profile.ENV_VAR, raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     P = profile.current()
@@ -480,3 +482,185 @@ def test_precision_note_names_the_backend_and_the_errors(capsys):
     assert errors.keys() == {"sdpa", "flash"} and all(0 < e < 5e-2 for e in errors.values())
     precision_note({"sdpa": sdpa}, 64, torch.float32)
     assert capsys.readouterr().out.splitlines() == ["inputs in float32 on cpu; SDPA ran its flash backend"]
+
+
+# --- a sweep keeps what it measured, and refuses options it would misread ---------------
+
+def test_cost_sweep_records_a_kernel_error_and_goes_on(capsys):
+    """A non-memory error is recorded (status "error", the error's type and first line), the
+    kernel's longer lengths are skipped, the points already measured are kept, and the other
+    kernels run; the summary line counts the error."""
+    from labsupport.report import sweep_table
+    from labsupport.timing import cost_sweep
+
+    def breaks_at_32(q, k, v):
+        if q.shape[-2] >= 32:
+            raise TypeError("unsupported operand\nsecond line of the traceback text")
+        return q
+
+    rows = cost_sweep({"breaks": breaks_at_32, "fine": lambda q, k, v: q}, [16, 32, 64],
+                      make_inputs=_tiny_inputs, reps=1)
+    assert [(r["kernel"], r["status"]) for r in rows] == [
+        ("breaks", "ok"), ("breaks", "error"), ("breaks", "skipped"), ("fine", "ok"), ("fine", "ok"),
+        ("fine", "ok")]
+    assert rows[1]["note"] == "TypeError: unsupported operand" and rows[2]["note"] == "error at L=32"
+    assert rows[0]["time_s"] > 0 and rows[1]["time_s"] is None
+    assert capsys.readouterr().out.strip().endswith(
+        "cost sweep: 4 of 6 points measured, 1 skipped, 0 out of memory, 1 error")
+    sweep_table(rows)
+    lines = capsys.readouterr().out.splitlines()
+    assert "error" in lines[2] and "TypeError: unsupported operand" in lines[2]
+    assert "error at L=32" in lines[3]
+
+
+def test_cost_sweep_refuses_a_model_for_a_kernel_it_does_not_sweep():
+    from labsupport.timing import cost_sweep
+    kernels = {"naive": lambda q, k, v: q, "sdpa": lambda q, k, v: q}
+    with pytest.raises(ValueError, match=r"memory_models names kernels that are not swept: \['nave'\]; "
+                                         r"the kernels are \['naive', 'sdpa'\]"):
+        cost_sweep(kernels, [16], memory_models={"nave": lambda L: 1}, memory_budget=1e9,
+                   make_inputs=_tiny_inputs, progress=False)
+    with pytest.raises(ValueError, match=r"flops names kernels that are not swept: \['flash'\]"):
+        cost_sweep(kernels, [16], flops={"naive": lambda L: 1.0, "flash": lambda L: 1.0},
+                   make_inputs=_tiny_inputs, progress=False)
+
+
+def _sweep(**options):
+    from labsupport.timing import cost_sweep
+    return cost_sweep({"q": lambda q, k, v: q}, options.pop("lengths", [16]), make_inputs=_tiny_inputs,
+                      progress=False, **options)
+
+
+BUDGET = r"memory_budget \(bytes; None: no budget\) must be a finite number > 0, "
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(reps=0), r"reps must be a positive int, got 0"),
+    (dict(reps=True), r"reps must be a positive int, got True"),
+    (dict(reps=2.0), r"reps must be a positive int, got 2\.0"),
+    (dict(memory_budget=float("nan")), r"memory_budget \(bytes; None: no budget\) must be a finite "
+                                       r"number > 0, got nan"),
+    (dict(memory_budget=-1), BUDGET + r"got -1"),
+    (dict(memory_budget=0), BUDGET + r"got 0"),
+    (dict(memory_budget=float("inf")), BUDGET + r"got inf"),
+    (dict(memory_budget=True), BUDGET + r"got True"),
+    (dict(lengths=[16, 16]), r"lengths must be distinct positive ints, got \[16, 16\] \(16 twice\)"),
+    (dict(lengths=[0, 16]), r"lengths must be distinct positive ints, got \[0, 16\]"),
+    (dict(lengths=[-16]), r"lengths must be distinct positive ints, got \[-16\]"),
+    (dict(lengths=[16.5]), r"lengths must be distinct positive ints, got \[16\.5\]"),
+    (dict(lengths=[True]), r"lengths must be distinct positive ints, got \[True\]"),
+    (dict(lengths=[]), r"lengths must hold at least one value, got \[\]"),
+])
+def test_cost_sweep_refuses_numeric_options_it_would_misread(options, message):
+    with pytest.raises(ValueError, match=message):
+        _sweep(**options)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), -5, float("inf")])
+def test_cost_sweep_refuses_a_model_that_returns_no_byte_count(bad):
+    with pytest.raises(ValueError, match=r"memory_models\['q'\]\(16\) returned .*; a memory model returns "
+                                         r"the bytes a point needs, a positive finite number"):
+        _sweep(memory_models={"q": lambda L: bad}, memory_budget=1e9)
+    with pytest.raises(ValueError, match=r"flops\(16\) returned .*; a flop model returns the operations "
+                                         r"of one call, a positive finite number"):
+        _sweep(flops=lambda L: bad)
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(reps=0), r"reps must be a positive int, got 0"),
+    (dict(reps=True), r"reps must be a positive int, got True"),
+    (dict(reps=2.0), r"reps must be a positive int, got 2\.0"),
+    (dict(warmup=-1), r"warmup must be an int >= 0, got -1"),
+    (dict(warmup=True), r"warmup must be an int >= 0, got True"),
+    (dict(warmup=1.0), r"warmup must be an int >= 0, got 1\.0"),
+])
+def test_time_call_refuses_counts_that_are_not_counts(options, message):
+    with pytest.raises(ValueError, match=message):
+        time_call(lambda: None, **options)
+
+
+@pytest.mark.parametrize("warmup", [-1, True, 1.5])
+def test_peak_memory_refuses_a_warmup_that_is_not_a_count(warmup):
+    with pytest.raises(ValueError, match=r"warmup must be an int >= 0, got "):
+        peak_memory(lambda: torch.ones(4), warmup=warmup)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda f: f(16.0), r"length must be an int >= 0, got 16\.0"),
+    (lambda f: f(-1), r"length must be an int >= 0, got -1"),
+    (lambda f: f(16, heads=0), r"heads must be a positive int, got 0"),
+    (lambda f: f(16, batch=True), r"batch must be a positive int, got True"),
+    (lambda f: f(16, head_dim=8.0), r"head_dim must be a positive int, got 8\.0"),
+    (lambda f: f(16, seed=1.5), r"seed must be an int >= 0, got 1\.5"),
+])
+def test_attention_inputs_refuses_sizes_that_are_not_sizes(call, message):
+    from labsupport.timing import attention_inputs
+    with pytest.raises(ValueError, match=message):
+        call(attention_inputs)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda f: f(0), r"length must be a positive int, got 0"),
+    (lambda f: f(16.5), r"length must be a positive int, got 16\.5"),
+    (lambda f: f(16, heads=-2), r"heads must be a positive int, got -2"),
+    (lambda f: f(16, keys=2.5), r"keys \(keys per query\) must be a positive int, got 2\.5"),
+    (lambda f: f(16, keys=True), r"keys \(keys per query\) must be a positive int, got True"),
+    (lambda f: f(16, keys=0), r"keys \(keys per query\) must be a positive int, got 0"),
+])
+def test_attention_flops_refuses_sizes_that_are_not_sizes(call, message):
+    from labsupport.timing import attention_flops
+    with pytest.raises(ValueError, match=message):
+        call(attention_flops)
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(sizes=(True,)), r"sizes must be distinct positive ints, got \(True,\)"),
+    (dict(sizes=(64.0,)), r"sizes must be distinct positive ints, got \(64\.0,\)"),
+    (dict(sizes=(64, 64)), r"sizes must be distinct positive ints, got \(64, 64\) \(64 twice\)"),
+    (dict(sizes=(8,), reps=0), r"reps must be a positive int, got 0"),
+    (dict(sizes=(8,), reps=1.0), r"reps must be a positive int, got 1\.0"),
+])
+def test_matmul_peak_refuses_sizes_and_reps_that_are_not_counts(options, message):
+    from labsupport.timing import matmul_peak, matmul_peak_tflops
+    for measure in (matmul_peak_tflops, matmul_peak):
+        with pytest.raises(ValueError, match=message):
+            measure("cpu", torch.float32, **options)
+
+
+def test_predict_peak_and_sweep_exponent_refuse_counts_that_are_not_counts():
+    from labsupport.timing import predict_peak, sweep_exponent
+    rows = [_row(length=L, time_s=L * 1e-6) for L in (16, 32, 64)]
+    for length in (0, -8, 64.0, True):
+        with pytest.raises(ValueError, match=r"length must be a positive int, got "):
+            predict_peak(rows, length)
+    for last in (0, 1, -2, 2.0, True):            # last=0 would fit every point: rows[-0:]
+        with pytest.raises(ValueError, match=r"last must be an int >= 2 \(a fit needs two points\), got "):
+            sweep_exponent(rows, "sdpa", last=last)
+    assert sweep_exponent(rows, "sdpa", last=2) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("x, y, message", [
+    ([1, 2, float("nan")], [1, 2, 3], r"x must be finite, got nan at index 2"),
+    ([1, 2, 3], [1, float("inf"), 3], r"y must be finite, got inf at index 1"),
+    ([1, 2, 3], [float("nan")] * 3, r"y must be finite, got nan at index 0"),
+])
+def test_fit_power_law_refuses_values_that_are_not_finite(x, y, message):
+    with pytest.raises(ValueError, match=message):
+        fit_power_law(x, y)
+
+
+@pytest.mark.parametrize("last", [0, -1, 2.0, True])
+def test_fit_power_law_refuses_a_last_that_is_not_a_count(last):
+    with pytest.raises(ValueError, match=r"last must be an int >= 2 \(a fit needs two points\), got "):
+        fit_power_law([1, 2, 4], [1, 4, 16], last=last)
+
+
+@pytest.mark.parametrize("kernels, message", [
+    ([lambda q, k, v: q], r"kernels must be a non-empty mapping name -> kernel"),
+    ({}, r"kernels must be a non-empty mapping name -> kernel"),
+    ({"naive": "naive"}, r"kernels\[.naive.\] must be a callable kernel\(\*inputs, .*\), got str"),
+])
+def test_cost_sweep_refuses_kernels_that_are_not_a_mapping_of_callables(kernels, message):
+    from labsupport.timing import cost_sweep
+    with pytest.raises(TypeError, match=message):
+        cost_sweep(kernels, [16], make_inputs=_tiny_inputs, progress=False)

@@ -10,14 +10,15 @@ Note that ``nn.MultiheadAttention`` reads boolean masks the other way round
 in every kernel here (with S > L the last S - L keys are never seen);
 `labsupport.layers.MultiHeadAttention` aligns it at the bottom right instead.
 
-One idea per module: `exact` (naive attention and SDPA), `flash` (FlashAttention's tiled
-algorithm), `sparse` (sliding windows, Longformer), `lowrank` (Linformer), `kernelized`
-(linear attention, Performer), `masks`, `spec` (what a kernel declares) and `registry`
-(`KERNELS` by name). Every public name is imported from here:
+One idea per module: `exact` (naive attention, SDPA, and which SDPA backend ran), `flash`
+(FlashAttention's tiled algorithm), `sparse` (sliding windows, Longformer), `lowrank`
+(Linformer), `kernelized` (linear attention, Performer), `masks`, `precision` (half-precision
+inputs are computed in float32), `spec` (what a kernel declares) and `registry` (`KERNELS`
+by name). The package imports nothing from
+`labsupport.timing` (which measures these kernels and imports them). Every public name is imported from here:
 ``from labsupport.attention import naive_attention, KERNELS``.
 """
-from ..timing import sdpa_backend_used
-from .exact import naive_attention, sdpa, sdpa_backends
+from .exact import naive_attention, sdpa, sdpa_backend_used, sdpa_backends
 from .flash import flash_attention
 from .kernelized import (
     LinearAttentionState,

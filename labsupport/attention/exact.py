@@ -9,6 +9,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
+from ..devices import quiet_stderr
 from ..validation import check_attention_inputs
 from .masks import _allowed, _at_least_2d
 from .spec import attention_kernel
@@ -37,6 +38,11 @@ def naive_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=Non
     ``bias``: an optional float tensor broadcastable to (..., L, S), added to the
     scaled scores (ALiBi and relative position biases); ``dropout_p`` drops
     attention weights (pass 0.0 in evaluation, as for SDPA).
+    Precision: q is scaled before the product, as SDPA does, so that float16 never holds
+    the unscaled ``q . k`` (beyond 65504 it is inf). The scores are held in the input
+    dtype (their memory is the lesson): in float16 or bfloat16 each is rounded to that
+    dtype, so the weights' error grows with the logits' size (about ``|s| eps``); `sdpa`
+    and `flash_attention` compute in float32 and keep half-precision accuracy.
 
     >>> q = k = v = torch.ones(1, 1, 2, 4)
     >>> naive_attention(q, k, v, is_causal=True).shape
@@ -45,7 +51,7 @@ def naive_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=Non
     check_attention_inputs(q, k, v, mask, bias, scale=scale, dropout_p=dropout_p)
     L, S = q.shape[-2], k.shape[-2]
     scale = q.shape[-1] ** -0.5 if scale is None else scale
-    scores = (q @ k.transpose(-2, -1)) * scale                      # (..., L, S)
+    scores = (q * scale) @ k.transpose(-2, -1)                      # (..., L, S)
     if bias is not None:
         scores = scores + bias
     allowed = _allowed(mask, is_causal, L, S, q.device)
@@ -127,3 +133,32 @@ def sdpa_backends(q, k, v, *, is_causal=False) -> dict[str, bool]:
         except (RuntimeError, AttributeError):
             usable[name] = False
     return usable
+
+
+_BACKEND_OPS = {           # the aten op each SDPA backend dispatches to
+    "flash": "flash_attention", "efficient": "efficient_attention",
+    "cudnn": "cudnn_attention", "math": "attention_math",
+}
+
+
+def sdpa_backend_used(q, k, v, *, is_causal=False) -> str:
+    """Which backend ``F.scaled_dot_product_attention`` ran for these inputs, as the
+    profiler saw it: ``"flash"``, ``"efficient"``, ``"cudnn"`` or ``"math"``
+    (``"unknown"`` if none of their ops ran).
+
+    >>> q = k = v = torch.randn(1, 1, 8, 4)
+    >>> sdpa_backend_used(q, k, v, is_causal=True) in ("flash", "efficient", "cudnn", "math")
+    True
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if q.is_cuda:
+        activities.append(ProfilerActivity.CUDA)
+    with torch.no_grad(), quiet_stderr(), profile(activities=activities) as prof:
+        sdpa(q, k, v, is_causal=is_causal)
+    names = {event.name for event in prof.events()}
+    for backend, op in _BACKEND_OPS.items():
+        if any(op in name for name in names):
+            return backend
+    return "unknown"

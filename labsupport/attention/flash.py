@@ -8,6 +8,7 @@ import torch
 from ..validation import check_attention_inputs, check_positive_int
 from .exact import _softmax_explicit
 from .masks import _at_least_2d
+from .precision import working_dtype
 from .spec import attention_kernel
 
 
@@ -38,10 +39,13 @@ def flash_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=Non
     Gradients: autograd differentiates the loop, but it must keep every tile's
     probabilities for the backward pass, so training memory is O(L S) again. The real
     kernel stores only ``m`` and ``l`` per row and recomputes the tiles backwards.
-    Precision: in bfloat16 or float16, as in FlashAttention, only the two matrix products
-    read half-precision operands (``Q K^T``, then ``P V`` with ``P`` rounded); the scores,
-    ``m``, ``l`` and ``acc`` are float32, which keeps a long row's normaliser exact
-    where a half-precision sum would stop growing (bfloat16 holds 8 significant bits).
+    Precision: in bfloat16 or float16 each tile is computed in float32 (`working_dtype`):
+    the half-precision q, k and v of a tile are read exactly, and the products ``Q K^T``
+    and ``P V`` are formed and summed in float32, as FlashAttention's tensor-core products
+    do (it also rounds ``P`` to half precision; here it stays float32). The scores, ``m``,
+    ``l`` and ``acc`` are float32, which keeps a long row's normaliser exact where a
+    half-precision sum would stop growing (bfloat16 holds 8 significant bits); the output
+    is rounded to the input dtype.
     Shapes: q (..., L, D), k (..., S, D), v (..., S, Dv) -> (..., L, Dv).
 
     >>> from labsupport.attention import naive_attention
@@ -64,8 +68,8 @@ def flash_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=Non
 
 def _flash_query_block(q, k, v, rows, mask, bias, is_causal, scale, block_size):
     """Attention output for the queries in ``rows``, visiting key tiles one at a time."""
-    q_block = q[..., rows, :] * scale                                     # (..., Bq, D)
-    stats = dict(dtype=torch.promote_types(q.dtype, torch.float32), device=q.device)  # half: float32
+    stats = dict(dtype=working_dtype(q.dtype), device=q.device)           # half: float32
+    q_block = q[..., rows, :].to(stats["dtype"]) * scale                  # (..., Bq, D)
     m = torch.full(q_block.shape[:-1], float("-inf"), **stats)            # (..., Bq) running max
     l = torch.zeros(q_block.shape[:-1], **stats)                          # (..., Bq) normaliser
     acc = torch.zeros(*q_block.shape[:-1], v.shape[-1], **stats)          # (..., Bq, Dv)
@@ -73,7 +77,7 @@ def _flash_query_block(q, k, v, rows, mask, bias, is_causal, scale, block_size):
     last_key = min(rows.stop, S) if is_causal else S                      # keys j <= i only
     for j in range(0, last_key, block_size):
         cols = slice(j, min(j + block_size, last_key))
-        s = (q_block @ k[..., cols, :].transpose(-2, -1)).to(m.dtype)     # (..., Bq, Bk) one tile
+        s = q_block @ k[..., cols, :].to(m.dtype).transpose(-2, -1)       # (..., Bq, Bk) one tile
         if bias is not None:
             s = s + _tile(bias, rows, cols)
         allowed = _tile(mask, rows, cols)
@@ -88,7 +92,7 @@ def _flash_query_block(q, k, v, rows, mask, bias, is_causal, scale, block_size):
         p = (s - shift[..., None]).exp()                                  # (..., Bq, Bk)
         correction = (m - shift).exp()                                    # rescales old sums
         l = l * correction + p.sum(dim=-1)
-        acc = acc * correction[..., None] + (p.to(v.dtype) @ v[..., cols, :]).to(m.dtype)
+        acc = acc * correction[..., None] + p @ v[..., cols, :].to(m.dtype)
         m = m_new
     # l >= 1 for a row with any key (its maximum adds e^0); a row with none gets 0, with finite grads
     return (acc / l.clamp_min(1.0)[..., None]).to(q.dtype)

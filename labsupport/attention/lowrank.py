@@ -8,6 +8,7 @@ from torch import nn
 
 from ..validation import check_attention_inputs, check_no_mask, check_positive_int
 from .exact import naive_attention
+from .precision import working_dtype
 from .spec import attention_kernel
 
 
@@ -20,6 +21,8 @@ class LinformerAttention(nn.Module):
     (the paper's Johnson-Lindenstrauss choice); ``share_kv=True`` uses one matrix for both.
     Cost: time O(L k D + S k D), memory O(L k), against O(L S) for full attention.
     Shapes: q (..., L, D), k (..., seq_len, D), v (..., seq_len, Dv) -> (..., L, Dv).
+    Precision: half-precision inputs are projected and attended in float32
+    (`working_dtype`), the output rounded to the input dtype.
 
     Not causal: every projected key mixes all ``seq_len`` positions, future ones included,
     so no mask on the k projected keys can hide the future; ``is_causal=True`` raises, as
@@ -53,10 +56,12 @@ class LinformerAttention(nn.Module):
                              f"{k.shape[-2]}; expected q (B,H,L,D), k (B,H,{self.seq_len},D), "
                              f"v (B,H,{self.seq_len},Dv), got {tuple(q.shape)}, {tuple(k.shape)}, "
                              f"{tuple(v.shape)}")
-        proj_v = self.E if self.F is None else self.F
-        k_low = torch.einsum("ps,...sd->...pd", self.E, k)                 # (..., k, D)
-        v_low = torch.einsum("ps,...sd->...pd", proj_v, v)                 # (..., k, Dv)
-        return naive_attention(q, k_low, v_low, scale=scale, dropout_p=dropout_p)
+        work = working_dtype(q.dtype)
+        proj_k = self.E.to(work)
+        proj_v = proj_k if self.F is None else self.F.to(work)
+        k_low = torch.einsum("ps,...sd->...pd", proj_k, k.to(work))        # (..., k, D)
+        v_low = torch.einsum("ps,...sd->...pd", proj_v, v.to(work))        # (..., k, Dv)
+        return naive_attention(q.to(work), k_low, v_low, scale=scale, dropout_p=dropout_p).to(q.dtype)
 
     def extra_repr(self) -> str:
         return f"seq_len={self.seq_len}, k={self.proj_len}, share_kv={self.share_kv}"

@@ -37,7 +37,6 @@ def get_kernel(kernel: str | Kernel) -> Kernel:
     return KERNELS[kernel]
 
 
-
 def _unwrap(kernel) -> tuple[object, dict]:
     """The function under any ``functools.partial`` layers, and the keywords they fix."""
     keywords = {}

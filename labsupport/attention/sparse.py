@@ -18,6 +18,7 @@ from ..validation import (
 )
 from .exact import naive_attention
 from .masks import causal_mask
+from .precision import working_dtype
 from .spec import attention_kernel
 
 
@@ -173,12 +174,14 @@ def local_attention(q, k, v, *, window: int, mask=None, is_causal=False, scale=N
     Math: ``softmax(Q K^T * scale, masked to the band) V``: `naive_attention` under `band_mask`.
     Cost: time O(L (c + 2w) D), memory O(L Dv + L (c + 2w) / 16) with w = window and
     c = block_size (default w), against O(L^2) for full attention: a long sequence's chunks
-    run in 16 groups, one group's scores alive at a time (at L = 16384, w = 128 the forward
-    peak is 0.74x the band's own scores, L (2w + 1) floats); a short one (under 2^17 scores)
-    runs in one pass. With autograd every group's weights are kept for the backward pass.
+    run in 16 groups, one group's scores alive at a time (the forward peak is then below the
+    band's own scores, L (2w + 1) floats); a short one (under 2^17 scores) runs in one pass.
+    With autograd every group's weights are kept for the backward pass.
     Shapes: q (..., L, D), k (..., L, D), v (..., L, Dv) -> (..., L, Dv); needs L == S.
     ``block_size``: queries per chunk (default ``max(window, 1)``); ``mask``: optional bool,
     True = may attend, broadcastable to (..., L, L), read only inside the band.
+    Precision: half-precision inputs are computed in float32 a group at a time
+    (`working_dtype`), the output rounded to the input dtype.
 
     >>> q = k = v = torch.randn(1, 2, 10, 4)
     >>> local_attention(q, k, v, window=2).shape
@@ -191,13 +194,14 @@ def local_attention(q, k, v, *, window: int, mask=None, is_causal=False, scale=N
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     band = _Band.of(L, window, is_causal, block_size, batch=q[..., 0, 0].numel())
     out = q.new_empty(*q.shape[:-1], v.shape[-1])                          # (..., L, Dv)
+    work = working_dtype(q.dtype)                                          # half precision: float32
     for t0, t1 in band.groups():                                           # one group's scores at a time
-        q_c = band.chunks(q, t0, t1) * scale                               # (..., t, c, D)
-        scores = q_c @ band.bands(k, t0, t1).transpose(-2, -1)             # (..., t, c, width)
+        q_c = band.chunks(q, t0, t1).to(work) * scale                      # (..., t, c, D)
+        scores = q_c @ band.bands(k, t0, t1).to(work).transpose(-2, -1)    # (..., t, c, width)
         weights = _masked_softmax(scores, band.allowed(L, mask, q.device, t0, t1))
         if dropout_p > 0.0:
             weights = F.dropout(weights, p=dropout_p)
-        _write_rows(out, weights @ band.bands(v, t0, t1), t0 * band.c)      # (..., t, c, Dv)
+        _write_rows(out, weights @ band.bands(v, t0, t1).to(work), t0 * band.c)  # (..., t, c, Dv)
     return out
 
 
@@ -206,7 +210,7 @@ def _write_rows(out: torch.Tensor, chunks: torch.Tensor, start: int) -> None:
     the rows past L."""
     rows = chunks.flatten(-3, -2)                                           # (..., t c, Dv)
     stop = min(start + rows.shape[-2], out.shape[-2])
-    out[..., start:stop, :] = rows[..., :stop - start, :]
+    out[..., start:stop, :] = rows[..., :stop - start, :].to(out.dtype)
 
 
 def _longformer_explicit(q, k, v, *, window, global_tokens, mask=None, is_causal=False, scale=None,
@@ -232,7 +236,7 @@ def longformer_attention(q, k, v, *, window: int, global_tokens, mask=None, is_c
     (default w); the chunks run in groups, as in `local_attention`.
     Shapes: q (..., L, D), k (..., L, D), v (..., L, Dv) -> (..., L, Dv); needs L == S.
     ``global_tokens``: positions (a list or a long tensor, each in [0, L)); ``mask`` as in
-    `local_attention`.
+    `local_attention`. Precision as in `local_attention`: float32 for half-precision inputs.
     """
     _check_window("longformer_attention", q, k, v, mask, window, block_size, scale, dropout_p)
     L = q.shape[-2]
@@ -241,28 +245,31 @@ def longformer_attention(q, k, v, *, window: int, global_tokens, mask=None, is_c
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     g = _global_index(global_tokens, L, q.device)                          # (g,)
     band = _Band.of(L, window, is_causal, block_size, batch=q[..., 0, 0].numel())
-    k_g, v_g = k[..., None, g, :], v[..., None, g, :]                       # (..., 1, g, D), (..., 1, g, Dv)
+    work = working_dtype(q.dtype)                                          # half precision: float32
+    k_g, v_g = k[..., None, g, :].to(work), v[..., None, g, :].to(work)     # (..., 1, g, D), (..., 1, g, Dv)
     out = q.new_empty(*q.shape[:-1], v.shape[-1])                          # (..., L, Dv)
     # 1. every query: its band without the global keys (so none counts twice), and the global
     #    keys; one group of chunks at a time
     for t0, t1 in band.groups():
-        q_c = band.chunks(q, t0, t1) * scale                               # (..., t, c, D)
-        scores = torch.cat([q_c @ band.bands(k, t0, t1).transpose(-2, -1),
+        q_c = band.chunks(q, t0, t1).to(work) * scale                      # (..., t, c, D)
+        scores = torch.cat([q_c @ band.bands(k, t0, t1).to(work).transpose(-2, -1),
                             q_c @ k_g.transpose(-2, -1)], dim=-1)           # (..., t, c, width + g)
         weights = _masked_softmax(scores, _longformer_allowed(band, g, L, mask, is_causal, q.device,
                                                               t0, t1))
         if dropout_p > 0.0:
             weights = F.dropout(weights, p=dropout_p)
         w_band, w_glob = weights.split([band.width, len(g)], dim=-1)
-        _write_rows(out, w_band @ band.bands(v, t0, t1) + w_glob @ v_g, t0 * band.c)  # (..., t, c, Dv)
-    # 2. the global queries: full rows
+        chunk_out = w_band @ band.bands(v, t0, t1).to(work) + w_glob @ v_g  # (..., t, c, Dv)
+        _write_rows(out, chunk_out, t0 * band.c)
+    # 2. the global queries: full rows (in float32 for half-precision inputs, as the bands)
     keys = torch.arange(L, device=q.device)
     rows = keys <= g[:, None] if is_causal else None                       # (g, L)
     if mask is not None:
         picked = _gather_mask(mask, g[:, None], keys, L, L)                 # (..., g, L)
         rows = picked if rows is None else picked & rows
-    out_g = naive_attention(q[..., g, :], k, v, mask=rows, scale=scale, dropout_p=dropout_p)  # (..., g, Dv)
-    return out.index_copy_(-2, g, out_g)                                    # (..., L, Dv)
+    out_g = naive_attention(q[..., g, :].to(work), k.to(work), v.to(work), mask=rows, scale=scale,
+                            dropout_p=dropout_p)                            # (..., g, Dv)
+    return out.index_copy_(-2, g, out_g.to(out.dtype))                      # (..., L, Dv)
 
 
 def _longformer_allowed(band: _Band, g, L: int, mask, is_causal: bool, device, t0: int,

@@ -19,7 +19,9 @@ class KernelSpec:
     (`attention_kernel`) and read by `labsupport.layers` and `labsupport.models`.
 
     ``mask``, ``bias``, ``causal``, ``dropout``: it takes a bool ``mask``, a float ``bias``
-    added to the scores, ``is_causal=True``, ``dropout_p``. ``exact``: softmax attention
+    added to the scores, ``is_causal=True``, ``dropout_p`` (applied to its weights). Each is
+    opt-in (default False): `labsupport.layers` refuses by name what a kernel does not
+    declare, e.g. a causal call to a kernel without ``causal=True``. ``exact``: softmax attention
     over the keys it reads, no approximation (a sliding window is exact on its band).
     ``module``: a trainable ``nn.Module``, used as an instance. ``fixed_length``: built for
     one key length, its ``seq_len``. ``explicit``: a function of the kernel's arguments
@@ -29,7 +31,7 @@ class KernelSpec:
 
     mask: bool = False
     bias: bool = False
-    causal: bool = True
+    causal: bool = False
     dropout: bool = False
     exact: bool = False
     module: bool = False
@@ -37,7 +39,9 @@ class KernelSpec:
     explicit: Callable | None = None
 
 
-UNDECLARED = KernelSpec(mask=True)   # a callable without a spec gets mask and is_causal passed through
+# A callable without a spec gets ``mask`` and ``is_causal`` passed through, unchecked (it is
+# trusted to take both); no bias, dropout or explicit weights are passed to it.
+UNDECLARED = KernelSpec(mask=True, causal=True)
 
 
 def attention_kernel(**fields):

@@ -1,0 +1,138 @@
+"""The package's layers: no module of labsupport imports a module of a higher layer.
+
+The table is the LAYERS block of ``labsupport/__init__.py``'s docstring: one header line per
+layer (``1. foundation``, ..., ``apart``), then one line per module, ``name  what it holds``
+(``name/`` marks a package). Every import is read from the source with `ast`, function-level
+imports included; a package counts by its top-level name (``labsupport.timing.peaks`` is
+``timing``). A module of the ``apart`` layer (an entry point another program loads, such as
+the Sphinx extension) may import any layer, and no module may import it.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+import labsupport
+
+PACKAGE = Path(labsupport.__file__).parent
+LAYER_LINE = re.compile(r"^ {0,3}(?:(\d+)\. |(apart)\b)")
+MODULE_LINE = re.compile(r"^ {3,}([a-z_][a-z0-9_]*)(/?) {2,}(\S.*)$")
+APART = "apart"
+
+
+def layers(docstring: str) -> dict[str, tuple]:
+    """{module: (layer, is_package, what)} from the LAYERS block of a docstring; the layer is
+    an int from 1, or ``"apart"``."""
+    block = docstring.split("LAYERS", 1)[1]
+    table, layer = {}, None
+    for line in block.splitlines():
+        if header := LAYER_LINE.match(line):
+            layer = int(header[1]) if header[1] else APART
+        elif row := MODULE_LINE.match(line):
+            name, slash, what = row.groups()
+            assert layer is not None, f"module {name!r} is listed before any layer"
+            assert name not in table, f"module {name!r} is listed twice"
+            table[name] = (layer, bool(slash), what)
+    return table
+
+
+TABLE = layers(labsupport.__doc__)
+
+
+def top_level_modules() -> dict[str, bool]:
+    """{name: is_package} of every module and package directly under labsupport/."""
+    found = {p.stem: False for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    found.update({p.parent.name: True for p in PACKAGE.glob("*/__init__.py")})
+    return found
+
+
+def imported_modules(source: str, module: str, is_package: bool) -> set[str]:
+    """The labsupport modules (dotted, absolute) that ``source``, the code of ``module``
+    (``labsupport.timing.peaks``), imports anywhere, relative imports resolved."""
+    package = module if is_package else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module
+            found.add(target)
+            found |= {f"{target}.{alias.name}" for alias in node.names}   # `from . import plots`
+    return {name for name in found if name == "labsupport" or name.startswith("labsupport.")}
+
+
+def top_name(module: str) -> str | None:
+    """``timing`` for ``labsupport.timing.peaks``; None for ``labsupport`` itself."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def violations(name: str, imports: set[str], table: dict) -> list[str]:
+    """What module ``name`` (top-level) imports against the table, as messages."""
+    layer = table[name][0]
+    found = []
+    for module in sorted(imports):
+        other = top_name(module)
+        if other is None or other == name or other not in top_level_modules():
+            continue                    # the package itself, or an attribute of a module (a name)
+        their = table[other][0]
+        if their == APART:
+            found.append(f"{name} imports {module}, of the apart layer (nothing may import it)")
+        elif layer != APART and their > layer:
+            found.append(f"{name} (layer {layer}) imports {module}, of layer {their} above it")
+    return found
+
+
+def sources():
+    """(top-level name, dotted module, is_package, source) for every .py file of labsupport."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        is_package = parts[-1] == "__init__"
+        dotted = ".".join(parts[:-1] if is_package else parts)
+        if dotted != "labsupport":
+            yield top_name(dotted), dotted, is_package, path.read_text(encoding="utf-8")
+
+
+def test_every_module_is_in_the_table_once_with_what_it_holds():
+    on_disk = top_level_modules()
+    assert set(TABLE) == set(on_disk), (f"not in the table: {sorted(set(on_disk) - set(TABLE))}; "
+                                        f"in the table, not on disk: {sorted(set(TABLE) - set(on_disk))}")
+    for name, (_, is_package, what) in TABLE.items():
+        assert on_disk[name] or not is_package, f"{name} is a module, not a package: write it without '/'"
+        assert len(what.split()) >= 3, f"{name}: say in a line what it holds"
+    numbered = sorted({layer for layer, *_ in TABLE.values() if layer != APART})
+    assert numbered == list(range(1, len(numbered) + 1)), f"layers must be numbered 1, 2, ...: {numbered}"
+
+
+@pytest.mark.parametrize("name, module, is_package, source", list(sources()),
+                         ids=[dotted for _, dotted, _, _ in sources()])
+def test_no_module_imports_a_higher_layer(name, module, is_package, source):
+    assert violations(name, imported_modules(source, module, is_package), TABLE) == []
+
+
+def test_the_check_sees_an_import_from_above_in_every_form():
+    """The check can fail: imports from a higher layer are found absolute, relative, inside a
+    function and as ``from . import``, and nothing imports the apart layer."""
+    table = {"units": (1, False, "a b c"), "timing": (3, True, "a b c"), "report": (6, False, "a b c"),
+             "sphinx_provenance": (APART, False, "a b c")}
+    upward = ("import labsupport.report\n"
+              "def f():\n    from ..report import table\n"
+              "from .. import sphinx_provenance\n")
+    found = violations("timing", imported_modules(upward, "labsupport.timing.sweep", False), table)
+    assert found == ["timing (layer 3) imports labsupport.report, of layer 6 above it",
+                     "timing (layer 3) imports labsupport.report.table, of layer 6 above it",
+                     "timing imports labsupport.sphinx_provenance, of the apart layer "
+                     "(nothing may import it)"]
+    assert violations("units", imported_modules("from . import report\n", "labsupport.units", False),
+                      table) == ["units (layer 1) imports labsupport.report, of layer 6 above it"]
+    apart = imported_modules("from .report import table\n", "labsupport.sphinx_provenance", False)
+    assert violations("sphinx_provenance", apart, table) == []          # an entry point may import any layer
+    downward = "from ..units import format_bytes\nfrom .clocks import time_call\nimport torch\n"
+    assert violations("timing", imported_modules(downward, "labsupport.timing.peaks", False), table) == []
