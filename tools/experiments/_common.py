@@ -18,7 +18,7 @@ def make_schedule(name: str, epochs: int):
         return warmup_cosine(epochs)
     if name == "cosine0":
         return warmup_cosine(epochs, warmup=0)
-    if name in ("type1", "type3"):
+    if name in ("type1", "type3", "plateau"):
         return name
     if name.startswith("decay"):                   # decay0.7: a warm-up epoch, then x0.7 per epoch
         rate = float(name.removeprefix("decay"))
