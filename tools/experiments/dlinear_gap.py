@@ -37,8 +37,9 @@ def main():
           f"least squares: test {evaluate(ols, task.test).mse:.4f}, "
           f"val {ols.validation_mse[0.0]:.4f}; train MSE ridge {evaluate(ridge, task.train).mse:.4f}, "
           f"least squares {evaluate(ols, task.train).mse:.4f}")
-    schedule = {"cosine": warmup_cosine(args.epochs), "constant": lambda e: 1.0,
-                "type1": lambda e: 0.5 ** max(0, e - 1)}[args.schedule]
+    schedule = {"cosine": lambda: warmup_cosine(args.epochs, warmup=min(1, args.epochs - 1)),
+                "constant": lambda: lambda e: 1.0,
+                "type1": lambda: lambda e: 0.5 ** max(0, e - 1)}[args.schedule]()
     set_seed(0)
     model = LinearForecaster(lookback=LOOKBACK, horizon=HORIZON, revin=revin)
     optimiser = torch.optim.Adam(model.parameters(), lr=args.lr)

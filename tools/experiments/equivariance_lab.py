@@ -14,6 +14,7 @@ from labsupport.train import set_seed
 
 
 def equivariant(pos_encoding: str, causal: bool) -> bool:
+    """Whether the encoder's outputs of shuffled tokens equal its shuffled outputs."""
     set_seed(0)
     model = PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, d_model=64, dropout=0.0,
                              pos_encoding=pos_encoding, causal=causal).eval()
@@ -23,7 +24,12 @@ def equivariant(pos_encoding: str, causal: bool) -> bool:
         return torch.allclose(model.encode(tokens[:, perm]), model.encode(tokens)[:, perm], atol=1e-5)
 
 
-for causal in (False, True):
-    for kind in ("none", "sinusoidal", "learned", "rope"):
-        print(f"causal={causal!s:5s} pos_encoding={kind:10s} outputs of shuffled tokens = "
-              f"shuffled outputs: {equivariant(kind, causal)}")
+def main():
+    for causal in (False, True):
+        for kind in ("none", "sinusoidal", "learned", "rope"):
+            print(f"causal={causal!s:5s} pos_encoding={kind:10s} outputs of shuffled tokens = "
+                  f"shuffled outputs: {equivariant(kind, causal)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -24,7 +24,7 @@ SIZES = dict(lookback=LOOKBACK, horizon=HORIZON)
 MODELS = {
     "patch": (PatchTransformer, dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.1)),
     "patch-linear": (PatchTransformer, dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.1,
-                                            kernel="linear")),
+                                            attn_dropout=0.0, kernel="linear")),   # cannot drop weights
     "patch-naive": (PatchTransformer, dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.1,
                                            kernel="naive")),
     "gru": (GRUForecaster, dict(hidden=64)),

@@ -24,6 +24,7 @@ from torch import nn
 
 from labsupport.attention import (
     LinformerAttention,
+    kernel_spec,
     linear_attention,
     local_attention,
     longformer_attention,
@@ -44,6 +45,8 @@ def patch_model(args, revin, **options):
                  n_heads=4, n_layers=2, d_ff=2 * width)
     if args.attn_dropout is not None:
         options.setdefault("attn_dropout", args.attn_dropout)
+    elif not kernel_spec(options.get("kernel", "sdpa")).dropout:
+        options.setdefault("attn_dropout", 0.0)          # linear, Performer: no weights to drop
     return PatchTransformer(**sizes, revin=revin, **options)
 
 
@@ -227,8 +230,9 @@ def main():
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--width", type=int, default=32)
     parser.add_argument("--attn-dropout", type=float, default=None,
-                        help="dropout on attention weights (default: the model's dropout); 0 keeps "
-                             "the fused SDPA path on a CPU, about a third faster")
+                        help="dropout on attention weights (default: the model's dropout where the "
+                             "kernel applies it to its weights, else 0); 0 keeps the fused SDPA path "
+                             "on a CPU, about a third faster")
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--schedule", default="constant")

@@ -31,6 +31,8 @@ WINDOWS = {1: 17186, 2: 8593, 4: 4297}
 
 
 def patch(d=64, **kw):
+    """A PatchTransformer builder; linear and Performer kernels need ``attn_dropout=0.0`` (they
+    cannot drop attention weights)."""
     return lambda: PatchTransformer(lookback=L, horizon=T, d_model=d, n_heads=4, n_layers=2,
                                     d_ff=2 * d, dropout=0.1, **kw)
 
@@ -41,12 +43,12 @@ CONFIGS = {
     "lab patch d64 p24/24 b256": (patch(64, stride=24), 256),
     "patch d32 p24/12 b256": (patch(32), 256),
     "patch d32 p24/24 b256": (patch(32, stride=24), 256),
-    "patch d32 linear b256": (patch(32, kernel=linear_attention), 256),
+    "patch d32 linear b256": (patch(32, kernel=linear_attention, attn_dropout=0.0), 256),
     "patch d32 local4 b256": (patch(32, kernel=partial(local_attention, window=4)), 256),
     "patch d32 longformer b256": (patch(32, kernel=partial(longformer_attention, window=4,
                                                            global_tokens=[26])), 256),
     "patch d32 performer32 b256": (patch(32, kernel=partial(performer_attention, num_features=32,
-                                                            generator=0)), 256),
+                                                            generator=0), attn_dropout=0.0), 256),
     "patch d32 linformer8 b256": (patch(32, kernel=LinformerAttention(27, 8), causal=False), 256),
     "gru h64 b256": (lambda: GRUForecaster(lookback=L, horizon=T, hidden=64), 256),
     "gru h32 b256": (lambda: GRUForecaster(lookback=L, horizon=T, hidden=32), 256),
