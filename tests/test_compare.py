@@ -699,3 +699,55 @@ def test_the_book_tasks_overlap_comes_from_its_stride():
     assert np.ceil(task.horizon / task.eval_stride) == 2
     result = compare(dataclasses.replace(task, eval_stride=12), {}, revin=False)
     assert result.overlap == 1
+
+
+# --- rescore: the trained runs on other test windows -----------------------------------------------
+
+class Tail(torch.nn.Module):
+    """A DLinear that reads the last LOOKBACK steps of a window of any length."""
+
+    def __init__(self, revin):
+        super().__init__()
+        self.inner = dlinear(revin)
+        self.revin = self.inner.revin
+
+    def forward(self, x):                                        # x (B, L >= LOOKBACK, 1)
+        return self.inner(x[:, -LOOKBACK:])
+
+
+def longer_task(factor=2):
+    """small_task's series cut into windows of factor x LOOKBACK, the same horizon."""
+    task = small_task()
+    g = torch.Generator().manual_seed(3)
+    t = torch.arange(1400, dtype=torch.float32)
+    series = (torch.sin(2 * torch.pi * t / 24) + 0.5 * torch.sin(2 * torch.pi * t / 168)
+              + 0.2 * torch.randn(t.shape, generator=g))
+    windows = series.unfold(0, factor * LOOKBACK + HORIZON, STRIDE)[:, :, None]
+    x, y = windows[:, :factor * LOOKBACK], windows[:, factor * LOOKBACK:]
+    n = len(x)
+    parts = [(x[a:b], y[a:b]) for a, b in ((0, n - 80), (n - 80, n - 40), (n - 40, n))]
+    return ForecastTask(*parts, task.scaler, ("value",), factor * LOOKBACK, HORIZON, eval_stride=STRIDE)
+
+
+def test_rescore_scores_every_run_on_the_new_windows_and_refits_the_baselines():
+    trained = compare(small_task(), {"tail": Trainable(Tail), "DLinear": Trainable(dlinear)},
+                      revin=True, seeds=2, progress=False, **FIT)
+    long = longer_task()
+    again = protocol.rescore(trained, long)
+    tail = again["tail"]
+    assert [m.mse for m in tail.metrics] == pytest.approx(
+        [evaluate(m, long.test).mse for m in trained["tail"].models], rel=1e-6)
+    assert tail.records == trained["tail"].records and tail.seeds == trained["tail"].seeds
+    assert all(len(w["mse"]) == len(long.test[1]) for w in tail.window_losses)
+    assert again.failed("DLinear") and "ValueError" in again.failure("DLinear")   # 384 steps: cannot read
+    assert "no verdict, DLinear failed" in again.verdict_text("tail", "DLinear")
+    ridge = again[RIDGE].models[0].forecast
+    assert ridge.lookback == 2 * LOOKBACK and again.windows["test"] == len(long.test[1])
+    assert again.outcome("tail", NAIVE) in ("a", "b", "within", "unsettled")
+    assert again.mean(NAIVE) == pytest.approx(evaluate(
+        lambda x: seasonal_naive(x, 168, HORIZON), long.test).mse, rel=1e-6)
+    assert trained.failure("DLinear") is None and trained.windows["test"] == 40   # the original as it was
+    # the same targets as small_task's test windows, and the tail reads the same 192 steps
+    assert [m.mse for m in tail.metrics] == pytest.approx([m.mse for m in trained["tail"].metrics])
+    with pytest.raises(TypeError, match=r"comparison must be what compare\(...\) returned, got str"):
+        protocol.rescore("a table", long)

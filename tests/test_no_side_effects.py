@@ -324,6 +324,9 @@ def _small_dlinear(revin):
 
 CASES.update({
     "compare.compare": _compare,
+    "compare.rescore": lambda: case(C.rescore, C.compare(
+        _tiny_task(), {"A": C.Trainable(_small_dlinear)}, revin=False, seeds=2, naive_period=6, epochs=2,
+        batch_size=16, progress=False), _tiny_task(), naive_period=6),
     "compare.diebold_mariano": lambda: case(C.diebold_mariano, t(30).double(), overlap=2),
     "train.check_count": lambda: case(Tr.check_count, "epochs", np.int64(3), least=1, what="the budget"),
     "train.check_windows": lambda: case(Tr.check_windows, "test", (t(4, 12, 1), t(4, 3, 1, seed=1))),

@@ -11,6 +11,7 @@ and torch random states are restored on every path.
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 import numbers
@@ -26,7 +27,7 @@ from ..randomstate import kept_random_state, set_seed
 from ..train import check_count, check_fit_options, check_windows, evaluate, fit, predict, window_errors
 from .results import NAIVE, RIDGE, Comparison, Entry, RunFailure, TrainingRecord
 
-__all__ = ["Trainable", "compare", "warmup_cosine"]
+__all__ = ["Trainable", "compare", "rescore", "warmup_cosine"]
 
 FIT_EPOCHS = inspect.signature(fit).parameters["epochs"].default      # fit's budget when none is given
 SEED_LIMIT = 2 ** 32                    # NumPy's seeds: 0 <= seed < 2**32
@@ -405,3 +406,47 @@ def _compare(task, models, revin, seeds, naive_period, device, unit, progress, f
         entries[entry.name] = entry
     windows = {k: len(getattr(task, k)[1]) for k in ("train", "val", "test")}
     return Comparison(entries, revin, windows, unit, overlap=overlap, interrupted=interrupted)
+
+
+def rescore(comparison: Comparison, task, *, naive_period: int | None = 168, device=None) -> Comparison:
+    """``comparison``'s trained runs scored on the test windows of another ``task`` (longer
+    windows of the same series, say), beside the baselines fitted anew on ``task``: a
+    `Comparison` whose table and verdicts use those windows.
+
+    Every run keeps its training record (why it stopped, its epochs and times), so budget
+    awareness carries over. A run that cannot forecast ``task``'s windows (a learned position
+    table too short for them raises a ValueError) is recorded as failed, with the error, and
+    never ranked. ``task``: a `labsupport.data.ForecastTask` whose targets have the
+    comparison's horizon and channels; the ridge is refitted on its training and validation
+    windows, with the comparison's ``revin``, and the seasonal naive reads its windows.
+    """
+    overlap = _check_task(task)
+    if not isinstance(comparison, Comparison):
+        raise TypeError(f"comparison must be what compare(...) returned, got {type(comparison).__name__}")
+    channels = list(range(task.test[1].shape[-1]))
+    unit = comparison.unit
+    scaler = task.scaler if unit is not None else None
+    score = lambda model: _score(model, task, scaler, channels, unit, device)   # noqa: E731
+    entries = {}
+    for name, entry in comparison.entries.items():
+        if not entry.trained:
+            continue
+        kept = dataclasses.replace(entry, metrics=[], window_losses=[], records=[], histories=[],
+                                   seeds=[], models=[], failures=list(entry.failures))
+        for i, model in enumerate(entry.models):
+            try:
+                metrics, losses = score(model)
+            except ValueError as err:
+                kept.failures.append(RunFailure.of(entry.seeds[i], err))
+                continue
+            kept.metrics.append(metrics)
+            kept.window_losses.append(losses)
+            for field_name in ("records", "histories", "seeds", "models"):
+                values = getattr(entry, field_name)
+                if i < len(values):
+                    getattr(kept, field_name).append(values[i])
+        entries[name] = kept
+    for entry in _baselines(task, comparison.revin, naive_period, channels, score):
+        entries[entry.name] = entry
+    windows = {k: len(getattr(task, k)[1]) for k in ("train", "val", "test")}
+    return dataclasses.replace(comparison, entries=entries, windows=windows, overlap=overlap)
