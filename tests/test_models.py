@@ -12,6 +12,7 @@ from labsupport.models import (
     GRUForecaster,
     LinearForecaster,
     MovingAverage,
+    PatchGRUForecaster,
     PatchTransformer,
     RidgeForecaster,
     TCNForecaster,
@@ -583,3 +584,29 @@ def test_revin_adds_a_scale_and_shift_per_channel(name):
     count = lambda m: sum(p.numel() for p in m.parameters())    # noqa: E731
     with_revin, without = REVIN_MODELS[name](**sizes, revin=True), REVIN_MODELS[name](**sizes)
     assert count(with_revin) - count(without) == 2 * 3
+
+
+def test_the_patch_gru_reads_the_patch_transformers_tokens_with_a_recurrence():
+    """SegRNN's idea: the same patches, embedded, read by a GRU; checked against the formula
+    written with the module's own GRU cell step by step and the independent patches of
+    `PatchTransformer`."""
+    torch.manual_seed(0)
+    model = PatchGRUForecaster(lookback=48, horizon=6, channels=2, patch_len=12, stride=6, hidden=8)
+    assert model.n_patches == PatchTransformer(lookback=48, horizon=6, channels=2, patch_len=12,
+                                               stride=6).n_patches == 7
+    x = torch.randn(3, 48, 2)
+    cell = torch.nn.GRUCell(8, 8)
+    cell.weight_ih.data, cell.weight_hh.data = model.gru.weight_ih_l0.data, model.gru.weight_hh_l0.data
+    cell.bias_ih.data, cell.bias_hh.data = model.gru.bias_ih_l0.data, model.gru.bias_hh_l0.data
+    expected = torch.empty(3, 6, 2)
+    for c in range(2):
+        patches = torch.stack([x[:, 6 * n: 6 * n + 12, c] for n in range(7)], dim=1)   # (3, 7, 12)
+        h = torch.zeros(3, 8)
+        for n in range(7):
+            h = cell(patches[:, n] @ model.embed.weight.T + model.embed.bias, h)
+        expected[:, :, c] = h @ model.head.weight.T + model.head.bias
+    torch.testing.assert_close(model(x), expected, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match=r"patch_len 60 is longer than the lookback 48"):
+        PatchGRUForecaster(lookback=48, horizon=6, patch_len=60)
+    with pytest.raises(ValueError, match=r"hidden must be a positive int, got 0"):
+        PatchGRUForecaster(lookback=48, horizon=6, hidden=0)

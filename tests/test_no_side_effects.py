@@ -174,6 +174,8 @@ CASES = {   # name: () -> (callable, args, kwargs)
     # models
     "models.check_window": lambda: case(Mo.check_window, t(2, 12, 1), 12, 1),
     "models.GRUForecaster": lambda: case(built(Mo.GRUForecaster, lookback=12, horizon=3, hidden=8), t(2, 12, 1)),
+    "models.PatchGRUForecaster": lambda: case(built(Mo.PatchGRUForecaster, lookback=12, horizon=3, patch_len=4,
+                                                    stride=2, hidden=8), t(2, 12, 1)),
     "models.CausalConv1d": lambda: case(built(Mo.CausalConv1d, 2, 3, 3), t(2, 2, 12)),
     "models.TemporalBlock": lambda: case(built(Mo.TemporalBlock, 2, 3, 3, 2), t(2, 2, 12)),
     "models.TCNForecaster": lambda: case(built(Mo.TCNForecaster, lookback=12, horizon=3, hidden=4), t(2, 12, 1)),
