@@ -47,25 +47,31 @@ PRESETS = {
         "bill_lengths": (1024, 2048, 4096, 8192),
         # 12.2 the Transformer block and the book's forecaster, with the comparison protocol
         # (labsupport.compare; tools/experiments/README.md, heads_12_2.py, layernorm_12_2.py).
-        # The lag readers (one head, four heads) train on the CPU in every profile, with the
-        # same epochs, so that the checked verdicts on the heads' lags read the same model.
-        "heads_epochs": 15,
-        "heads_seeds": 2,
+        # The lag readers (one head, four heads) train on the CPU in every profile, on the
+        # same windows and with the same budget, so that the checked verdicts on the heads'
+        # lags read the same model; early stopping (the plateau schedule) ends them.
+        "heads_epochs": 40,                  # a budget early stopping ends first (10-17 epochs)
+        "heads_train_stride": 3,
+        "heads_seeds": 3,
         "deep_steps": 120,                   # Adam steps per version of the 12-block stack
-        "forecaster_train_stride": 1,        # every training window (the deep stack's too)
-        "forecaster_max_epochs": 4,          # compare.warmup_cosine over these epochs
-        "forecaster_seeds": 2,
-        # 12.3 positional encodings: 7 + 1 + 3 small forecasters, each over encoding_seeds
-        # (labsupport.compare): every 2nd training window, a warm-up and cosine over 3 epochs
-        # (1.5 passes over the windows: test MSE 0.11 against 0.15 for 6 epochs on every 4th)
-        "encoding_train_stride": 2,
+        "deep_seeds": 2,                     # initialisations per version
+        # the forecaster: width 32 on every 2nd training window converges in 8-11 epochs
+        # (tools/experiments/README.md, 12.2); the deep stack samples the same windows
+        "forecaster_width": 32,
+        "forecaster_train_stride": 2,
+        "forecaster_max_epochs": 30,         # a budget early stopping ends first
+        "forecaster_seeds": 3,
+        # 12.3 positional encodings: 7 + 1 + 3 small forecasters (one token a day), each over
+        # encoding_seeds, every 3rd training window, early stopping with the plateau schedule
+        # (tools/experiments/README.md, 12.3)
+        "encoding_train_stride": 3,
         "encoding_width": 32,
-        "encoding_lr": 3e-3,
+        "encoding_lr": 2e-3,
         # dtype of the cost sweeps' inputs (12.4, 12.5): float32 on the CPU
         "sweep_dtype": torch.float32,
         # the SDPA backend the fused sweeps run (12.4): PyTorch's CPU flash kernel takes float32
         "fused_backend": "flash",
-        "encoding_max_epochs": 3,
+        "encoding_max_epochs": 30,           # a budget early stopping ends first
         "encoding_seeds": 2,
         # 12.4 long sequences and memory
         "wall_lengths": (512, 1024, 2048, 4096, 8192, 16384),
@@ -123,18 +129,20 @@ PRESETS = {
 # card from 12 GB up (small models, batches of at most a few hundred windows).
 GPU_FIXED = {
     "bottleneck_steps": 1500,
-    "heads_epochs": 15,                  # as the cpu profile's: the readers train on the CPU
+    "heads_epochs": 40,                  # as the cpu profile's: the readers train on the CPU
+    "heads_train_stride": 3,
     "heads_seeds": 3,
     "deep_steps": 120,
+    "deep_seeds": 3,
+    "forecaster_width": 64,              # the book's default forecaster, on every window
     "forecaster_train_stride": 1,
-    "forecaster_max_epochs": 20,         # early stopping (patience 3) usually ends sooner
+    "forecaster_max_epochs": 40,         # early stopping (patience 3) ends it sooner
     "forecaster_seeds": 3,
-    # 11 small forecasters x 3 seeds: 6 epochs on every window (4x the cpu profile's
-    # passes; an estimate of about 3 minutes, not a measurement)
+    # 11 small forecasters x 3 seeds, every window, early stopping (the plateau schedule)
     "encoding_train_stride": 1,
     "encoding_width": 64,
-    "encoding_lr": 3e-3,
-    "encoding_max_epochs": 6,
+    "encoding_lr": 2e-3,
+    "encoding_max_epochs": 40,
     "encoding_seeds": 3,
     "flash_block": 1024,                 # a (4, 1024, 1024) float32 tile: 17 MB
     "context_days": (1, 7, 28, 91, 364),
@@ -506,7 +514,8 @@ PRESETS["smoke"] = {
     "lab_xl_stride": 16, "lab_xl_epochs": 1, "lab_xl_memories": (0, 12),
     # warmup_cosine needs 2 epochs: a warm-up epoch and one more
     "forecaster_max_epochs": 2, "forecaster_train_stride": 16, "forecaster_seeds": 1,
-    "heads_epochs": 1, "heads_seeds": 1, "encoding_max_epochs": 1, "encoding_seeds": 1,
+    "heads_epochs": 1, "heads_seeds": 1, "heads_train_stride": 16, "deep_seeds": 1,
+    "encoding_max_epochs": 1, "encoding_seeds": 1,
     "context_train_stride": 32, "context_max_epochs": 2, "context_seeds": 1,   # warm-up + 1
     "efficient_train_stride": 16, "efficient_max_epochs": 2, "efficient_full_seeds": 1,   # warm-up + 1
     "efficient_noncausal_seeds": 1, "stream_lengths": (256, 512, 1024),
