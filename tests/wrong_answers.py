@@ -38,7 +38,7 @@ class Answer:
 
         import torch
         import torch.nn.functional as F
-        filename = f"<{label} {self.name}>"
+        filename = f"<{label} {self.name} {abs(hash(self.source))}>"      # one per source
         linecache.cache[filename] = (len(self.source), None, self.source.splitlines(True), filename)
         namespace = {"torch": torch, "F": F, "math": math, "__name__": "__main__"}
         exec(compile(self.source, filename, "exec"), namespace)
@@ -732,7 +732,8 @@ ANSWERS = {
         wrong("""
             def online_step(m, l, acc, scores, v):
                 p = scores.exp()                                       # no maximum subtracted
-                return torch.maximum(m, scores.amax(-1, keepdim=True)), l + p.sum(-1, keepdim=True), acc + p @ v
+                m_new = torch.maximum(m, scores.amax(-1, keepdim=True))
+                return m_new, l + p.sum(-1, keepdim=True), acc + p @ v
             """, "overflows"),
         forbidden("""
             def online_step(m, l, acc, scores, v):
@@ -755,7 +756,8 @@ ANSWERS = {
             """),
         right("""
             def compress_mean(states, rate):
-                return torch.stack([states[:, i:i + rate].mean(1) for i in range(0, states.shape[1], rate)], 1)
+                starts = range(0, states.shape[1], rate)
+                return torch.stack([states[:, i:i + rate].mean(1) for i in starts], dim=1)
             """),
         wrong("""
             def compress_mean(states, rate):
@@ -1050,7 +1052,7 @@ ANSWERS = {
         wrong("""
             def predicted_step_peak(batch, heads, tokens, layers):
                 matrix = batch * heads * tokens * tokens * 4
-                return 3 * layers * matrix                            # scores, masked scores, weights per layer
+                return 3 * layers * matrix            # scores, masked scores and weights per layer
             """, "keeps only what the backward needs"),
         right("""
             def predicted_step_peak(batch, heads, tokens, layers):
@@ -1096,22 +1098,5 @@ ANSWERS = {
                 from labsupport.attention import kernelized
                 return kernelized.elu_feature_map(x)
             """, "labsupport.attention"),
-    ],
-    "seasonal_naive": [
-        wrong("""
-            def seasonal_naive_forecast(x, period, horizon):
-                last = x[:, -period - 1:-1]                           # one step too early
-                return last.repeat(1, -(-horizon // period), 1)[:, :horizon]
-            """, "off by one"),
-        right("""
-            def seasonal_naive_forecast(x, period, horizon):
-                index = x.shape[1] - period + torch.arange(horizon) % period
-                return x[:, index]
-            """),
-        forbidden("""
-            def seasonal_naive_forecast(x, period, horizon):
-                from labsupport.models import seasonal_naive
-                return seasonal_naive(x, period, horizon)
-            """, "labsupport.models"),
     ],
 }

@@ -7,13 +7,13 @@ course: new inputs drawn when it runs, and no credit for calling the book's own 
 """
 from . import reference
 from .core import CHECKS, NOT_ANSWERED, CheckResult, Draw, Hint, check, yours_or_reference
-from .grading import forbidden_names, forbidden_uses, grade, graded
 from .efficient import (
     blocked_local_attention,
     decayed_linear_attention,
     performer_error_exponent,
     positive_features,
 )
+from .grading import forbidden_names, forbidden_uses, grade, graded
 from .lab import elu_feature_map, ridge_weights, step_peak
 from .long_sequences import (
     compress_mean,
@@ -36,13 +36,13 @@ from .transformer import (
     heads_peak_ratio,
     peeks,
     pre_norm_block,
-    seasonal_naive,
 )
 
-__all__ = ["CHECKS", "NOT_ANSWERED", "CheckResult", "Draw", "Hint", "check", "yours_or_reference", "reference",
+__all__ = ["CHECKS", "NOT_ANSWERED", "CheckResult", "Draw", "Hint", "check", "yours_or_reference",
+           "reference",
            "grade", "graded", "forbidden_names", "forbidden_uses",
            "attention_weights", "causal_attention", "score_matrix_bytes", "split_heads", "predicted_peak",
-           "feed_forward", "pre_norm_block", "peeks", "heads_peak_ratio", "seasonal_naive",
+           "feed_forward", "pre_norm_block", "peeks", "heads_peak_ratio",
            "block_parameters",
            "sinusoidal", "rotate_pairs", "alibi_slopes", "hour_features", "untrained_buckets",
            "online_step", "compress_mean", "kept_fractions", "patch_count", "stride_saving",

@@ -5,7 +5,6 @@ import math
 
 import torch
 import torch.nn.functional as F
-
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..attention import local_attention, naive_attention, performer_attention
@@ -24,7 +23,8 @@ def _features(x, w, *, norm=True, sqrt_m=True, half=True, by_m=False):
 
 
 def _feature_cases(draw) -> list[Case]:
-    sizes = [(5, 4, 7), (draw.int(1, 4), draw.int(5, 9), 2), (1, 3, draw.int(8, 16)), (draw.int(2, 6), 1, draw.int(3, 9))]
+    sizes = [(5, 4, 7), (draw.int(1, 4), draw.int(5, 9), 2), (1, 3, draw.int(8, 16)),
+             (draw.int(2, 6), 1, draw.int(3, 9))]
     cases = []
     for N, D, m in sizes:
         x, w = draw.randn(N, D, scale=0.3), draw.randn(m, D)
@@ -104,7 +104,8 @@ def _block_cases(draw) -> list[Case]:
     are equal), one block only, and a long narrow input (the last) on which an (L, L)
     tensor stands out from everything a blocked answer builds."""
     sizes = [(2, 3, 5, 4, 8), (1, 2, 3, draw.int(5, 9), 5), (1, 1, 1, draw.int(3, 7), 4),
-             (2, 2, draw.int(6, 9), draw.int(2, 5), draw.int(2, 6)), (1, 1, draw.int(10, 14), draw.int(3, 4), 2)]
+             (2, 2, draw.int(6, 9), draw.int(2, 5), draw.int(2, 6)),
+             (1, 1, draw.int(10, 14), draw.int(3, 4), 2)]
     cases = []
     for B, H, n, block, D in sizes:
         if n == block:
@@ -131,7 +132,8 @@ def blocked_local_attention(fn, draw):
         later = v.clone()
         later[..., p + 1:, :] += 1.0
         again = fn(q, k, later, block)
-        if isinstance(again, torch.Tensor) and not close(again[..., :p + 1, :], out[..., :p + 1, :], tol=1e-5):
+        if isinstance(again, torch.Tensor) and not close(again[..., :p + 1, :], out[..., :p + 1, :],
+                                                         tol=1e-5):
             return (f"on {case.text}, outputs up to position {p} changed when values after it changed: the "
                     "mask must also hide keys j > i (the future)")
         return None
@@ -174,7 +176,8 @@ def _decayed(q, k, v, gamma, *, phi=True, decay_z=True, include_now=True):
 
 def _decay_cases(draw) -> list[Case]:
     sizes = [(12, 4, 3, 1.0), (12, 4, 3, 0.8), (draw.int(5, 15), draw.int(2, 6), draw.int(1, 5), 0.5),
-             (1, 2, 2, 0.9), (draw.int(5, 15), draw.int(2, 6), draw.int(1, 5), round(draw.uniform(0.3, 0.99), 3))]
+             (1, 2, 2, 0.9),
+             (draw.int(5, 15), draw.int(2, 6), draw.int(1, 5), round(draw.uniform(0.3, 0.99), 3))]
     cases = []
     for L, D, Dv, gamma in sizes:
         q, k, v = draw.randn(L, D), draw.randn(L, D), draw.randn(L, Dv)

@@ -89,8 +89,8 @@ def _step_cases(draw) -> list[Case]:
     if draw.graded:
         sizes = []
         for layers in (1, draw.int(2, 3), draw.int(1, 3)):
-            heads = draw.choice((2, 4, 8))
-            sizes.append((draw.int(max(1, 4 // heads), 3), heads, draw.int(384, 512), layers))
+            heads = draw.choice((4, 8))                                  # batch * heads >= 8
+            sizes.append((draw.int(8 // heads, 3), heads, draw.int(384, 512), layers))
     else:
         sizes = STEP_PEAK_CASES
     return [Case(size, "predicted_step_peak({}, {}, {}, {})".format(*size)) for size in sizes]
@@ -147,13 +147,17 @@ def step_peak(fn, draw):
 
 @check("Lab step 5: the feature map of linear attention")
 def elu_feature_map(fn, draw):
-    xs = [torch.linspace(-6, 6, 25, dtype=torch.float64).view(5, 5), draw.randn(draw.int(1, 4), 3, 2, scale=3.0),
+    xs = [torch.linspace(-6, 6, 25, dtype=torch.float64).view(5, 5),
+          draw.randn(draw.int(1, 4), 3, 2, scale=3.0),
           draw.randn(draw.int(1, 9), scale=10.0)]
     cases = [Case((x,), f"x {tuple(x.shape)}") for x in xs]
-    outputs = [expect_tensor(fn.on(case), case.args[0].shape, f"elu_feature_map({case.text})") for case in cases]
+    outputs = [expect_tensor(fn.on(case), case.args[0].shape,
+                             f"elu_feature_map({case.text})") for case in cases]
 
     def positive(out, case):
-        return "the features must be positive, so that the weights phi(q) . phi(k) are" if (out <= 0).any() else None
+        if (out <= 0).any():
+            return "the features must be positive, so that the weights phi(q) . phi(k) are"
+        return None
     judge(outputs, cases, lambda x: F.elu(x) + 1, compared="elu(x) + 1",
           mistakes=[("elu(x) is negative for x < 0; add 1 so every feature is positive", F.elu),
                     ("use elu, not relu: elu(x) = exp(x) - 1 for x < 0 keeps a gradient there",

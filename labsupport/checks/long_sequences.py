@@ -16,7 +16,8 @@ def _run_tiles(step, scores, v, tile, text):
     acc = torch.zeros(n, v.shape[-1], dtype=torch.float64)
     for j in range(0, scores.shape[1], tile):
         block = scores[:, j:j + tile]
-        state = step(m, l, acc, block, v[j:j + tile], case=f"{text}, the tile of columns {j}..{j + block.shape[1] - 1}")
+        state = step(m, l, acc, block, v[j:j + tile],
+                     case=f"{text}, the tile of columns {j}..{j + block.shape[1] - 1}")
         if not (isinstance(state, tuple) and len(state) == 3):
             raise Hint(f"return the new state as a tuple (m, l, acc), got {type(state).__name__}")
         m, l, acc = (expect_tensor(t, like.shape, f"online_step's {name}", finite=False)
@@ -32,11 +33,13 @@ def _online_cases(draw) -> list[tuple]:
         S += 1
     plain = draw.randn(n, S)
     cases = [(plain, draw.randn(S, dv), tile, f"scores {tuple(plain.shape)} in tiles of {tile}"),
-             (plain * 400, draw.randn(S, dv), tile, f"scores {tuple(plain.shape)} of a few hundred, in tiles of {tile}")]
+             (plain * 400, draw.randn(S, dv), tile,
+              f"scores {tuple(plain.shape)} of a few hundred, in tiles of {tile}")]
     falling = draw.randn(n, 2 * tile)
     falling[:, :tile] += 5000.0                     # the first tile's maximum is thousands above the next's
     cases.append((falling, draw.randn(2 * tile, dv), tile,
-                  f"scores {tuple(falling.shape)} whose maximum falls by 5000 after the first tile of {tile}"))
+                  f"scores {tuple(falling.shape)} whose maximum falls by 5000 after the first tile "
+                  f"of {tile}"))
     one = draw.randn(1, draw.int(1, 3))
     cases.append((one, draw.randn(one.shape[1], dv), 4, f"scores {tuple(one.shape)}, one tile"))
     return cases
@@ -90,7 +93,8 @@ def compress_mean(fn, draw):
         B, n, d = states.shape
         outputs.append(expect_tensor(fn.on(case), (B, n // rate, d), f"compress_mean({case.text})"))
     groups = lambda s, r: s.view(s.shape[0], -1, r, s.shape[-1])                       # noqa: E731
-    judge(outputs, cases, lambda s, r: groups(s, r).mean(2), compared="the mean of each `rate` consecutive states",
+    judge(outputs, cases, lambda s, r: groups(s, r).mean(2),
+          compared="the mean of each `rate` consecutive states",
           mistakes=[("that keeps every `rate`-th state; a compressed slot should summarise all the states "
                      "of its group (their mean)", lambda s, r: s[:, ::r]),
                     ("groups must be consecutive states: slot k is the mean of states k*rate .. "
@@ -182,7 +186,8 @@ def patch_count(fn, draw):
                        "only the patches that fit, with floor division //")
     judge(outputs, cases, lambda L, P, S: (L - P) // S + 1, compared="(lookback - patch_len) // stride + 1",
           same=same_number,
-          mistakes=[("one short: the first patch starts at 0, so count it too (+1)", lambda L, P, S: (L - P) // S),
+          mistakes=[("one short: the first patch starts at 0, so count it too (+1)",
+                     lambda L, P, S: (L - P) // S),
                     ("the last patch must fit inside the lookback: start positions run from 0 to "
                      "lookback - patch_len", lambda L, P, S: L // S),
                     ("that rounds up: a patch that would start after lookback - patch_len runs past the "

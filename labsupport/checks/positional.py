@@ -23,7 +23,8 @@ def _table(length, d, *, swap=False, freq_step=2, halves=False, base=10000.0, fi
 
 
 def _table_cases(draw) -> list[Case]:
-    sizes = [(20, 8), (draw.int(2, 9), 16), (draw.int(10, 40), 6), (1, 2), (draw.int(2, 30), 2 * draw.int(2, 12))]
+    sizes = [(20, 8), (draw.int(2, 9), 16), (draw.int(10, 40), 6), (1, 2),
+             (draw.int(2, 30), 2 * draw.int(2, 12))]
     return [Case(size, "sinusoidal({}, {})".format(*size)) for size in sizes]
 
 
@@ -139,7 +140,8 @@ def _show_slopes(got, want) -> str:
 def _hour_cases(draw) -> list[Case]:
     fixed = torch.tensor([0.0, 6.0, 12.0, 18.0, 23.0, 24.0, 30.5], dtype=torch.float64)
     drawn = torch.tensor([draw.uniform(0, 100) for _ in range(draw.int(3, 12))], dtype=torch.float64)
-    cases = [Case((fixed,), f"hours {fixed.tolist()}"), Case((drawn,), f"{len(drawn)} hours between 0 and 100"),
+    cases = [Case((fixed,), f"hours {fixed.tolist()}"), Case((drawn,),
+                                                             f"{len(drawn)} hours between 0 and 100"),
              Case((drawn.float(),), f"{len(drawn)} hours in float32")]
     return cases
 
@@ -163,10 +165,12 @@ def hour_features(fn, draw):
             if not torch.allclose(out[i].double(), out[j].double(), atol=1e-5):
                 return "hour 24 is hour 0 of the next day: the features must repeat every 24 hours"
         return None
-    judge(outputs, cases, _clock, compared="(sin, cos) of 2 pi h / 24", same=lambda a, b: close(a, b, tol=1e-5),
+    judge(outputs, cases, _clock, compared="(sin, cos) of 2 pi h / 24",
+          same=lambda a, b: close(a, b, tol=1e-5),
           mistakes=[("return (sin, cos) in that order", lambda h: _clock(h, order=(1, 0))),
                     ("an angle is 2 pi * hour / 24: one full turn per day", lambda h: _clock(h, turn=1.0)),
-                    ("one turn per day: the angle is 2 pi h / 24, not 2 pi h / 12", lambda h: _clock(h, 12.0)),
+                    ("one turn per day: the angle is 2 pi h / 24, not 2 pi h / 12",
+                     lambda h: _clock(h, 12.0)),
                     ("sin and cos take radians: 2 pi h / 24, not 360 h / 24 degrees",
                      lambda h: _clock(h, turn=360.0))],
           properties=[repeats])

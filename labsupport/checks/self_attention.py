@@ -122,7 +122,8 @@ def _weights_pattern(w, case):
     if w[..., upper].abs().max() > 1e-9:
         return f"on {case.text}, weights above the diagonal are not zero: position i sees keys j > i"
     if w.diagonal(dim1=-2, dim2=-1).abs().min() < 1e-9:
-        return f"on {case.text}, a position gets no weight on itself: keep the diagonal (tril(), not tril(-1))"
+        return (f"on {case.text}, a position gets no weight on itself: keep the diagonal (tril(), "
+                "not tril(-1))")
     return None
 
 
@@ -133,7 +134,8 @@ def causal_attention(fn, draw):
     for case in cases:
         q, k, v = case.args
         out = fn.on(case)
-        if isinstance(out, torch.Tensor) and out.shape == q.shape[:-1] + (q.shape[-2],) and v.shape[-1] != q.shape[-2]:
+        weights_shape = q.shape[:-1] + (q.shape[-2],)
+        if isinstance(out, torch.Tensor) and out.shape == weights_shape and v.shape[-1] != q.shape[-2]:
             raise Hint(f"on {case.text} you returned shape {tuple(out.shape)}, the weights: multiply "
                        "them by v, shape (..., L, dv)")
         outputs.append(expect_tensor(out, (*q.shape[:-1], v.shape[-1]), f"causal_attention({case.text})",
@@ -186,14 +188,16 @@ def score_matrix_bytes(fn, draw):
                 ("every batch element has its own L x L matrices: multiply by batch too",
                  lambda b, h, L, dt: h * L * L * _size(dt)),
                 ("the score matrix has L * L entries, not L", lambda b, h, L, dt: b * h * L * _size(dt)),
-                ("that is bits; count bytes (element_size())", lambda b, h, L, dt: b * h * L * L * 8 * _size(dt)),
+                ("that is bits; count bytes (element_size())", lambda b, h, L,
+                 dt: b * h * L * L * 8 * _size(dt)),
                 ("that counts numbers; count bytes: multiply by the element size of the dtype "
                  "(element_size())", lambda b, h, L, dt: b * h * L * L),
                 ("the element size depends on the dtype (float16: 2 bytes, float64: 8)",
                  lambda b, h, L, dt: b * h * L * L * 4)]
     judge(outputs, cases, reference.score_matrix_bytes, compared="batch * heads * L * L * element size",
           same=lambda a, b: a == b, mistakes=mistakes)
-    return f"batch * heads * L * L * element size, on {len(cases)} sizes for float16, bfloat16, float32 and float64"
+    return (f"batch * heads * L * L * element size, on {len(cases)} sizes for float16, bfloat16, float32 "
+            "and float64")
 
 
 def _split_cases(draw) -> list[Case]:

@@ -33,7 +33,8 @@ def _depends_only_on_its_position(fn):
         if x.shape[1] < 2:
             return None
         alone = fn(x[:, 1:2], *weights)                               # position 1 on its own
-        if isinstance(alone, torch.Tensor) and alone.shape == out[:, 1:2].shape and not close(alone, out[:, 1:2]):
+        here = out[:, 1:2]
+        if isinstance(alone, torch.Tensor) and alone.shape == here.shape and not close(alone, here):
             return (f"on {case.text}, the output at position 1 changed when the other positions were "
                     "left out: the output at a position must depend only on that position's input")
         return None
@@ -87,7 +88,8 @@ def _block(d_model, n_heads, d_ff, draw, *, norm_first=True):
 
 
 def _block_cases(draw) -> list[Case]:
-    sizes = [(2, 5, 8, 2, 16), (1, draw.int(1, 6), 6, 3, draw.int(4, 12)), (draw.int(1, 3), draw.int(2, 7), 4, 1, 8)]
+    sizes = [(2, 5, 8, 2, 16), (1, draw.int(1, 6), 6, 3, draw.int(4, 12)),
+             (draw.int(1, 3), draw.int(2, 7), 4, 1, 8)]
     cases = []
     for B, L, d, H, d_ff in sizes:
         block = _block(d, H, d_ff, draw)
@@ -107,7 +109,8 @@ def _pre_norm(x, attn, ff, n1, n2):
 def pre_norm_block(fn, draw):
     cases = _block_cases(draw)
     with torch.no_grad():
-        outputs = [expect_tensor(fn.on(case), case.args[0].shape, f"pre_norm_block({case.text.split(',')[0]}, ...)")
+        outputs = [expect_tensor(fn.on(case), case.args[0].shape,
+                                 f"pre_norm_block({case.text.split(',')[0]}, ...)")
                    for case in cases]
         mistakes = [("that is post-norm (normalise after adding); pre-norm normalises each sub-layer's "
                      "input", lambda x, a, f, n1, n2: (lambda h: n2(h + f(h)))(n1(x + a(x)))),
@@ -124,7 +127,8 @@ def pre_norm_block(fn, draw):
                     ("the two sub-layers run side by side on x; the feed-forward network reads the "
                      "output of the attention step: x = x + attn(norm1(x)), then x + ff(norm2(x))",
                      lambda x, a, f, n1, n2: x + a(n1(x)) + f(n2(x)))]
-        judge(outputs, cases, _pre_norm, compared="x + attn(norm1(x)), then + ff(norm2(x))", mistakes=mistakes)
+        judge(outputs, cases, _pre_norm, compared="x + attn(norm1(x)), then + ff(norm2(x))",
+              mistakes=mistakes)
     return (f"x + attn(norm1(x)), then + ff(norm2(x)): the pre-norm block, on {len(cases)} blocks whose "
             "two LayerNorms differ")
 
@@ -158,7 +162,8 @@ def _peek_cases(draw) -> list[tuple]:
     """(kind, L, t, does it peek): each model, t = 0 and t = L - 1 (nothing after it) among them."""
     L1, L2 = draw.int(6, 12), draw.int(4, 10)
     return [("causal", L1, draw.int(1, L1 - 2), False), ("mixes", L1, draw.int(1, L1 - 2), True),
-            ("causal", L2, 0, False), ("mixes", L2, L2 - 2, True), ("next step", L1, draw.int(0, L1 - 2), True),
+            ("causal", L2, 0, False), ("mixes", L2, L2 - 2, True),
+            ("next step", L1, draw.int(0, L1 - 2), True),
             ("causal, 2 outputs", L2, draw.int(1, L2 - 2), False), ("mixes", L1, L1 - 1, False),
             ("next step", L2, L2 - 1, False)]
 
@@ -253,26 +258,6 @@ def heads_peak_ratio(fn, draw):
                    "them, not 16")
     raise Hint(f"your prediction is {guess / ratio:.2f} times {where}; count the bytes alive at the "
                "peak: q, k and v (the same for any H), and each head's scores and softmax weights")
-
-
-def _seasonal_reference(x, period, horizon):
-    L = x.shape[1]
-    return torch.stack([x[:, L - period + (t % period)] for t in range(horizon)], dim=1)
-
-
-@check("Lab step 3: seasonal naive")          # the lab's exercise (12.2 no longer repeats it)
-def seasonal_naive(fn, draw):
-    cases = []
-    for L, period, horizon, C in ((10, 4, 3, 1), (10, 4, 4, 2), (draw.int(8, 14), 4, 10, 1),
-                                  (10, 10, 5, 1), (draw.int(6, 12), draw.int(2, 5), draw.int(6, 13), 3)):
-        x = draw.randn(2, L, C, dtype=torch.float32)
-        cases.append(Case((x, period, horizon), f"x {tuple(x.shape)}, period={period}, horizon={horizon}"))
-    outputs = [expect_tensor(fn.on(case), (2, case.args[2], case.args[0].shape[2]),
-                             f"seasonal_naive({case.text})") for case in cases]
-    off_by_one = lambda x, p, h: x[:, -p - 1:-1].repeat(1, -(-h // p), 1)[:, :h]  # noqa: E731
-    judge(outputs, cases, _seasonal_reference, compared="step t repeating x[:, L - period + (t mod period)]",
-          mistakes=[("off by one: the last period is x[:, -period:], ending at the last step", off_by_one)])
-    return f"repeats the last period, tiled or cut to the horizon, on {len(cases)} inputs"
 
 
 def _block_count_cases(draw) -> list[Case]:
