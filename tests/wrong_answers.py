@@ -12,8 +12,8 @@ implementation or read the check's frames. ``kind`` says what each must get:
 
 tests/test_checks.py runs every answer through its check; tests/test_grading.py writes the
 first answer of a kind into the exercise of an nbgrader submission (the body replaces the
-stub, so the ``def`` line must be the exercise's own). A source may use ``torch``, ``F``
-(torch.nn.functional) and ``math``, which the notebooks import. A new exercise needs
+stub, so the ``def`` line must be the exercise's own). A source may use ``torch``, which
+every notebook imports; anything else it imports itself. A new exercise needs
 entries here: both tests name the check until it has them.
 """
 from __future__ import annotations
@@ -34,13 +34,10 @@ class Answer:
 
     def function(self, label: str = "answer"):
         """The function the source defines, its source readable like a notebook cell's."""
-        import math
-
         import torch
-        import torch.nn.functional as F
         filename = f"<{label} {self.name} {abs(hash(self.source))}>"      # one per source
         linecache.cache[filename] = (len(self.source), None, self.source.splitlines(True), filename)
-        namespace = {"torch": torch, "F": F, "math": math, "__name__": "__main__"}
+        namespace = {"torch": torch, "__name__": "__main__"}
         exec(compile(self.source, filename, "exec"), namespace)
         return namespace[self.name]
 
@@ -112,16 +109,19 @@ ANSWERS = {
             """, "scale the scores by 1 / sqrt(d)"),
         right("""
             def attention_weights(q, k):
+                import math
                 scores = torch.einsum("...ld,...sd->...ls", q, k) / math.sqrt(q.size(-1))
                 return torch.exp(scores - scores.amax(-1, keepdim=True)) / torch.exp(
                     scores - scores.amax(-1, keepdim=True)).sum(-1, keepdim=True)
             """),
         right("""
             def attention_weights(q, k):
+                import torch.nn.functional as F
                 return F.softmax(torch.matmul(q, k.mT) * q.shape[-1] ** -0.5, dim=q.dim() - 1)
             """),
         wrong("""
             def attention_weights(q, k):
+                import math
                 return (q @ k.transpose(-2, -1) / math.sqrt(8)).softmax(dim=-1)   # d typed in
             """, "divided by sqrt(8) whatever the head width"),
         wrong("""
@@ -155,6 +155,7 @@ ANSWERS = {
             """, "labsupport.attention"),
         forbidden("""
             def attention_weights(q, k):
+                import torch.nn.functional as F
                 eye = torch.eye(k.shape[-2], dtype=q.dtype).expand(*k.shape[:-1], k.shape[-2])
                 return F.scaled_dot_product_attention(q, k, eye)
             """, "scaled_dot_product_attention"),
@@ -174,6 +175,7 @@ ANSWERS = {
             """, "the mask is flipped"),
         right("""
             def causal_attention(q, k, v):
+                import math
                 L = q.shape[-2]
                 bias = torch.full((L, L), float("-inf"), dtype=q.dtype).triu(1)
                 return torch.softmax(q @ k.mT / math.sqrt(q.shape[-1]) + bias, dim=-1) @ v
@@ -224,6 +226,7 @@ ANSWERS = {
             """, "scale the scores by 1 / sqrt(d)"),
         forbidden("""
             def causal_attention(q, k, v):
+                import torch.nn.functional as F
                 return F.scaled_dot_product_attention(q, k, v, is_causal=True)
             """, "scaled_dot_product_attention"),
         forbidden("""
@@ -361,6 +364,7 @@ ANSWERS = {
             """, "nonlinearity"),
         right("""
             def feed_forward(x, W1, b1, W2, b2):
+                import torch.nn.functional as F
                 return F.linear(F.relu(F.linear(x, W1, b1)), W2, b2)
             """),
         right("""
@@ -370,6 +374,7 @@ ANSWERS = {
             """),
         wrong("""
             def feed_forward(x, W1, b1, W2, b2):
+                import torch.nn.functional as F
                 return F.gelu(x @ W1.T + b1) @ W2.T + b2
             """, "that is GELU"),
         wrong("""
@@ -554,6 +559,7 @@ ANSWERS = {
             """, "swapped"),
         right("""
             def sinusoidal(length, d_model):
+                import math
                 table = torch.zeros(length, d_model, dtype=torch.float64)
                 for p in range(length):
                     for i in range(0, d_model, 2):
@@ -668,11 +674,13 @@ ANSWERS = {
             """),
         wrong("""
             def hour_features(hours):
+                import math
                 angle = 2 * math.pi * hours / 24
                 return torch.stack([angle.cos(), angle.sin()], dim=-1)
             """, "(sin, cos) in that order"),
         wrong("""
             def hour_features(hours):
+                import math
                 angle = 2 * math.pi * hours / 12
                 return torch.stack([angle.sin(), angle.cos()], dim=-1)
             """, "not 2 pi h / 12"),
@@ -752,6 +760,7 @@ ANSWERS = {
             """, "every `rate`-th state"),
         right("""
             def compress_mean(states, rate):
+                import torch.nn.functional as F
                 return F.avg_pool1d(states.transpose(1, 2), rate).transpose(1, 2)
             """),
         right("""
@@ -788,6 +797,7 @@ ANSWERS = {
             """, "one whole period"),
         right("""
             def kept_fractions():
+                import math
                 kernel = lambda p: abs(math.sin(math.pi * 24 / p) / (24 * math.sin(math.pi / p)))
                 return {p: kernel(p) for p in (24, 168, 8766)}
             """),
@@ -820,6 +830,7 @@ ANSWERS = {
             """, "a whole number"),
         wrong("""
             def patch_count(lookback, patch_len, stride):
+                import math
                 return math.ceil((lookback - patch_len) / stride) + 1
             """, "that rounds up"),
         wrong("""
@@ -860,6 +871,7 @@ ANSWERS = {
             """, "subtract |x|^2 / 2"),
         right("""
             def positive_features(x, w):
+                import math
                 log_phi = torch.einsum("nd,md->nm", x, w) - 0.5 * (x * x).sum(-1, keepdim=True)
                 return log_phi.exp() * math.sqrt(1 / w.shape[0])
             """),
@@ -869,6 +881,7 @@ ANSWERS = {
             """, "not by m"),
         wrong("""
             def positive_features(x, w):
+                import math
                 return torch.exp(x @ w.T - x.pow(2).sum(-1, keepdim=True) / 2) / math.sqrt(7)   # m typed in
             """, "look at what differs"),
         wrong("""
@@ -888,6 +901,7 @@ ANSWERS = {
             """, "full causal attention"),
         right("""
             def blocked_local_attention(q, k, v, block):
+                import torch.nn.functional as F
                 B, H, L, D = q.shape
                 n = L // block
                 kp, vp = (F.pad(t, (0, 0, block, 0)) for t in (k, v))            # (B, H, L + c, D)
@@ -904,6 +918,7 @@ ANSWERS = {
             """),
         right("""
             def blocked_local_attention(q, k, v, block):
+                import torch.nn.functional as F
                 import copy
                 q, k, v = copy.deepcopy((q, k, v))                   # work on copies
                 B, H, L, D = q.shape
@@ -919,6 +934,7 @@ ANSWERS = {
             """),
         wrong("""
             def blocked_local_attention(q, k, v, block):
+                import torch.nn.functional as F
                 B, H, L, D = q.shape
                 n = L // block
                 qb, kb, vb = (t.view(B, H, n, block, D) for t in (q, k, v))   # its own block only
@@ -926,6 +942,7 @@ ANSWERS = {
             """, "the block before it"),
         wrong("""
             def blocked_local_attention(q, k, v, block):
+                import torch.nn.functional as F
                 B, H, L, D = q.shape
                 t = torch.arange(L)
                 lag = t[:, None] - t[None, :]
@@ -934,6 +951,7 @@ ANSWERS = {
             """, "as big as the full (L, L) scores"),
         wrong("""
             def blocked_local_attention(q, k, v, block):
+                import torch.nn.functional as F
                 B, H, L, D = q.shape
                 n = L // block
                 qb = q.view(B, H, block, n, D).transpose(2, 3)        # blocks cut the wrong way
@@ -964,6 +982,7 @@ ANSWERS = {
             """, "normaliser z"),
         right("""
             def decayed_linear_attention(q, k, v, gamma):
+                import torch.nn.functional as F
                 fq, fk = F.elu(q) + 1, F.elu(k) + 1
                 t = torch.arange(q.shape[0], dtype=q.dtype)
                 lag = t[:, None] - t[None, :]
@@ -972,6 +991,7 @@ ANSWERS = {
             """),
         wrong("""
             def decayed_linear_attention(q, k, v, gamma):
+                import torch.nn.functional as F
                 phi_qs, phi_ks = (F.elu(t) + 1 for t in (q, k))
                 S, z, outs = q.new_zeros(q.shape[-1], v.shape[-1]), q.new_zeros(q.shape[-1]), []
                 for phi_q, phi_k, v_t in zip(phi_qs, phi_ks, v):
@@ -1023,6 +1043,7 @@ ANSWERS = {
             """, "without the penalty"),
         right("""
             def ridge_weights(X, Y, penalty):
+                import math
                 L = X.shape[1]
                 augmented_X = torch.cat([X, math.sqrt(penalty) * torch.eye(L, dtype=X.dtype)])
                 augmented_Y = torch.cat([Y, torch.zeros(L, Y.shape[1], dtype=Y.dtype)])
@@ -1091,6 +1112,7 @@ ANSWERS = {
             """, "not relu"),
         wrong("""
             def elu_feature_map(x):
+                import torch.nn.functional as F
                 return F.elu(x + 1)
             """, "not elu(x + 1)"),
         forbidden("""
