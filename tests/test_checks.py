@@ -236,6 +236,9 @@ def test_the_reader_finds_imports_aliases_helpers_and_frame_tricks():
     hidden = _cell("def f(q, k):\n    return eval('q')\n", "f")
     assert checks.forbidden_uses(hidden, FORBIDDEN) == ["eval()"]
     assert checks.forbidden_uses(naive_attention, FORBIDDEN) == ["labsupport.attention.exact.naive_attention"]
+    namespace = {}
+    exec("def f(q, k):\n    import labsupport.attention\n    return q", namespace)   # no source to read
+    assert "`labsupport.attention`" in checks.forbidden_uses(namespace["f"], FORBIDDEN)
     assert checks.forbidden_uses(functools.partial(naive_attention, is_causal=True), FORBIDDEN)
 
 

@@ -160,7 +160,7 @@ class StudentFunction:
     its reference computations), runs at most `TIME_LIMIT_S` seconds where the platform
     allows an alarm (the main thread on Linux and macOS), and raises a `Hint` when the
     function raises, returns None or runs out of time. ``within`` is a context manager
-    entered around the student's code only (e.g. `labsupport.timing.LargestTensor`), so
+    entered around the student's code only (e.g. `labsupport.checks.efficient.Allocations`), so
     the copies are not counted in it. Arguments the function changed are remembered for
     `note`.
     """

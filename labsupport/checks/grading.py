@@ -135,13 +135,15 @@ class _Reader:
                 self.read_node(node, fn, aliases)
 
     def read_bytecode(self, code, fn, *, builtins_too: bool) -> None:
-        """Frame attributes by name (and, without source, the forbidden builtins): the names a
-        code object loads include every attribute it reads."""
+        """Frame attributes by name (and, without source, the forbidden builtins and modules):
+        the names a code object loads include every attribute it reads and module it imports."""
         for name in code.co_names:
             if name in FORBIDDEN_ATTRIBUTES:
                 self.found.append(f"the attribute .{name}")
             elif builtins_too and name in FORBIDDEN_BUILTINS and name not in fn.__globals__:
                 self.found.append(f"{name}()")
+            elif builtins_too and any(name == f or name.startswith(f + ".") for f in self.forbidden):
+                self.found.append(f"`{name}`")             # an imported module, or a global name
         for const in code.co_consts:
             if isinstance(const, types.CodeType):
                 self.read_bytecode(const, fn, builtins_too=builtins_too)
