@@ -58,6 +58,25 @@ def test_a_right_answer_in_another_style_passes_practice_and_graded(name, index,
         expect(checks.graded(name, fn, seed=seed), True)
 
 
+def notebook_globals() -> dict:
+    """Every public name of labsupport, as notebooks that import them all would hold them."""
+    import importlib
+    import pkgutil
+
+    import labsupport
+    found = {"checks": checks}
+    for module in pkgutil.walk_packages(labsupport.__path__, "labsupport."):
+        loaded = importlib.import_module(module.name)
+        found.update({n: getattr(loaded, n) for n in getattr(loaded, "__all__", ()) if hasattr(loaded, n)})
+    return found
+
+
+@pytest.mark.parametrize("name,index,answer", of_kind("right"), ids=_ids(of_kind("right")))
+def test_a_right_answer_in_a_notebook_full_of_library_names_uses_none_of_them(name, index, answer):
+    fn = answer.function(namespace=notebook_globals())
+    assert checks.forbidden_uses(fn, checks.forbidden_names(checks.CHECKS[name])) == []
+
+
 @pytest.mark.parametrize("name,index,answer", of_kind("wrong"), ids=_ids(of_kind("wrong")))
 def test_a_wrong_answer_gets_the_hint_for_what_it_did(name, index, answer):
     fn = answer.function()
@@ -216,6 +235,15 @@ def test_a_plain_answer_uses_nothing_forbidden():
     import torch.nn.functional as F
     fn = _cell("def f(q, k):\n    return F.softmax(q @ k.mT / q.shape[-1] ** 0.5, -1)\n", "f", F=F)
     assert checks.forbidden_uses(fn, FORBIDDEN) == []
+
+
+def test_a_local_variable_named_like_a_library_global_is_not_the_library():
+    from labsupport.report import table
+    cell = ("def f(length, d):\n    table = torch.zeros(length, d)\n    checks = [table for table in [table]]\n"
+            "    return table\n")
+    assert checks.forbidden_uses(_cell(cell, "f", table=table, torch=torch, checks=checks), FORBIDDEN) == []
+    global_use = _cell("def f(length, d):\n    return table(length)\n", "f", table=table)
+    assert checks.forbidden_uses(global_use, FORBIDDEN) == ["`table` (labsupport.report.table)"]
 
 
 def test_the_reader_finds_imports_aliases_helpers_and_frame_tricks():

@@ -32,12 +32,13 @@ class Answer:
     kind: str
     says: str = ""     # wrong: a fragment of its hint; forbidden: of the graded note
 
-    def function(self, label: str = "answer"):
-        """The function the source defines, its source readable like a notebook cell's."""
+    def function(self, label: str = "answer", namespace: dict | None = None):
+        """The function the source defines, its source readable like a notebook cell's
+        (``namespace``: the notebook's other globals)."""
         import torch
         filename = f"<{label} {self.name} {abs(hash(self.source))}>"      # one per source
         linecache.cache[filename] = (len(self.source), None, self.source.splitlines(True), filename)
-        namespace = {"torch": torch, "__name__": "__main__"}
+        namespace = {**(namespace or {}), "torch": torch, "__name__": "__main__"}
         exec(compile(self.source, filename, "exec"), namespace)
         return namespace[self.name]
 

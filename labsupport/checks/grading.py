@@ -131,8 +131,25 @@ class _Reader:
         for tree in trees:
             aliases.update(_import_aliases(tree))
         for tree in trees:
-            for node in ast.walk(tree):
-                self.read_node(node, fn, aliases)
+            self.walk(tree, fn, aliases, [set()])
+
+    def walk(self, node, fn, aliases, scopes: list) -> None:
+        """Read ``node`` and its children; ``scopes`` are the local names of the functions
+        and comprehensions around it, which are never the notebook's globals."""
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            outer = [*getattr(node, "decorator_list", ()), *node.args.defaults,
+                     *(d for d in node.args.kw_defaults if d is not None)]
+            for child in outer:
+                self.walk(child, fn, aliases, scopes)
+            for child in node.body if isinstance(node.body, list) else [node.body]:
+                self.walk(child, fn, aliases, [*scopes, _local_names(node)])
+            return
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            targets = {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+            scopes = [*scopes, targets]
+        self.read_node(node, fn, aliases, set().union(*scopes))
+        for child in ast.iter_child_nodes(node):
+            self.walk(child, fn, aliases, scopes)
 
     def read_bytecode(self, code, fn, *, builtins_too: bool) -> None:
         """Frame attributes by name (and, without source, the forbidden builtins and modules):
@@ -148,7 +165,7 @@ class _Reader:
             if isinstance(const, types.CodeType):
                 self.read_bytecode(const, fn, builtins_too=builtins_too)
 
-    def read_node(self, node, fn, aliases) -> None:
+    def read_node(self, node, fn, aliases, local: set) -> None:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 self.check_path(alias.name, f"import {alias.name}")
@@ -158,12 +175,12 @@ class _Reader:
                 self.check_path(path, f"from {node.module} import {alias.name}")
         elif isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
             chain = _chain(node)
-            if chain:
+            if chain and (chain[0] in aliases or chain[0] not in local):
                 self.check_chain(chain, fn, aliases)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
                 and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
             base = _chain(node.args[0])
-            if base and isinstance(node.args[1].value, str):
+            if base and isinstance(node.args[1].value, str) and (base[0] in aliases or base[0] not in local):
                 self.check_chain(base + [node.args[1].value], fn, aliases)
 
     def check_path(self, path: str, written: str) -> None:
@@ -295,6 +312,28 @@ def _import_aliases(tree) -> dict:
             for alias in node.names:
                 aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
     return aliases
+
+
+def _local_names(func) -> set:
+    """The names a function (or lambda) binds itself: its parameters, what it assigns,
+    defines or loops over, less those it declares global."""
+    args = func.args
+    names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a}
+    declared_global = set()
+    stack = list(func.body) if isinstance(func.body, list) else [func.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            continue
+        if isinstance(node, ast.Lambda):
+            continue
+        if isinstance(node, ast.Global):
+            declared_global |= set(node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        stack.extend(ast.iter_child_nodes(node))
+    return names - declared_global
 
 
 def _source_trees(fn) -> list | None:
