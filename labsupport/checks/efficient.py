@@ -9,8 +9,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..attention import local_attention, naive_attention, performer_attention
 from ..timing import fit_power_law
-from .core import Case, Hint, check, close, expect_number, expect_tensor, judge, shapes
+from .core import Case, Draw, Hint, check, close, expect_number, expect_tensor, judge, shapes
 
+PROPERTY_SEED = 2              # 12.5.1's fixed inputs for the Monte Carlo property
 SPARSE = ("torch.nn.attention.flex_attention",)          # its block masks build the band for you
 KERNELIZED = ()
 
@@ -54,9 +55,10 @@ def positive_features(fn, draw):
                     ("subtract half of |x|^2, not all of it: exp(w x - |x|^2 / 2)",
                      lambda x, w: _features(x, w, half=False))],
           properties=[positive])
-    # the property the formula is for: an unbiased estimate of the softmax kernel
-    x = draw.randn(4, 4, scale=0.3)
-    w_big = draw.randn(20000, 4)
+    # the property the formula is for: an unbiased estimate of the softmax kernel, on fixed
+    # inputs (a Monte Carlo bound holds for a draw, not for every draw; these are 2% off)
+    fixed = Draw(PROPERTY_SEED)
+    x, w_big = fixed.randn(5, 4, scale=0.3), fixed.randn(20000, 4)
     phi = fn(x, w_big, case=f"x {tuple(x.shape)}, w (20000, 4)")
     estimate = phi @ phi.T                                                  # (N, N)
     if not torch.allclose(estimate.double(), torch.exp(x @ x.T), rtol=0.05):
