@@ -54,11 +54,11 @@ ANSWERED = {"solutions": None, "alternative": "right", "wrong": "wrong", "forbid
 STUDENTS = ("unanswered", *ANSWERED)
 LIGHT = "[afsw]*"                   # every student but "unanswered": graded as a class is
 SMOKE = {"LABSUPPORT_PROFILE": "smoke"}
-# Seconds per cell: smoke cells take under 2 minutes on a loaded 2-core machine. nbclient
-# can miss a cell's reply after a widget cell and then sit out the whole cell timeout
-# before it carries on (jupyter/nbclient#312; seen once in 18 autogrades here, 900 s):
-# this bounds what such a stall costs the test.
-CELL_TIMEOUT = 300
+# Seconds per cell: a smoke cell takes under 20 s on a loaded 2-core machine. nbclient can
+# miss a cell's reply after a widget cell and then sit out the whole cell timeout before it
+# carries on (jupyter/nbclient#312; seen in 12.2's top-to-bottom run after the attention
+# explorer, a 300 s gap between two cells): this bounds what such a stall costs the test.
+CELL_TIMEOUT = 120
 
 
 def words(text: str) -> str:
@@ -190,8 +190,9 @@ def test_source_version_makes_each_self_check_a_graded_cell_named_after_its_exer
     assert graded[0].metadata.nbgrader.points == 2 and graded[0].metadata.nbgrader.locked
     assert graded[0].source == (
         "# Exercise 12.9.1: Attention weights\n### BEGIN HIDDEN TESTS\n"
-        'checks.grade("attention_weights", attention_weights, label="Lab step 1: weights")\n'
-        '### END HIDDEN TESTS\nchecks.attention_weights(attention_weights, label="Lab step 1: weights")')
+        '_graded = checks.graded("attention_weights", attention_weights, label="Lab step 1: weights")\n'
+        "assert _graded.passed, _graded\nprint(_graded)\n### END HIDDEN TESTS\n"
+        'checks.attention_weights(attention_weights, label="Lab step 1: weights")')
     assert BEGIN in source.cells[4].source, "the solution stays for nbgrader to remove"
     assert source.cells[2].metadata.tags == [READING] and "tags" not in source.cells[1].metadata, \
         "the sweep is reading material; the import cell is needed"
@@ -239,7 +240,7 @@ def test_every_exercise_is_one_graded_cell_that_students_see_with_its_title(path
         assert cell.metadata.nbgrader.grade_id.startswith(("exercise-12-", "lab-exercise-"))
     for (_, _, check), cell in zip(found, graded_cells(source)):
         hidden = re.search(r"### BEGIN HIDDEN TESTS\n(.*)### END HIDDEN TESTS", cell.source, re.S)
-        assert hidden and hidden[1].startswith(f'checks.grade("{check}", ')
+        assert hidden and hidden[1].startswith(f'_graded = checks.graded("{check}", ')
     text = "\n".join(cell.source for cell in release.cells)
     for marker in ("HIDDEN TESTS", BEGIN, END):
         assert marker not in text, f"{marker!r} left in the release"
@@ -315,8 +316,9 @@ def test_the_feedback_names_every_exercise(path, course):
     feedback = graded(course, path)["wrong"]["feedback"]
     source = nbformat.read(course["root"] / "source" / path.stem / path.name, as_version=4)
     for cell in graded_cells(source):
-        assert cell.metadata.nbgrader.grade_id in feedback
-        assert html.escape(cell.source.split("\n", 1)[0], quote=False) in feedback
+        title = html.escape(cell.source.split("\n", 1)[0].lstrip("# "), quote=False)
+        assert f'<a href="#{cell.metadata.nbgrader.grade_id}">{title}</a>' in feedback, \
+            "the list of graded cells names the exercise"
 
 
 @pytest.mark.slow

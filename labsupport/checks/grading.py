@@ -148,6 +148,8 @@ class _Reader:
             targets = {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
             scopes = [*scopes, targets]
         self.read_node(node, fn, aliases, set().union(*scopes))
+        if isinstance(node, ast.Attribute) and _chain(node):
+            return                                  # a.b.c: read once, with its prefixes
         for child in ast.iter_child_nodes(node):
             self.walk(child, fn, aliases, scopes)
 

@@ -13,17 +13,20 @@ and a hidden test, then shows the book's self-check unchanged:
 
     # Exercise 12.1.1: Attention weights
     ### BEGIN HIDDEN TESTS
-    checks.grade("attention_weights", attention_weights)
+    _graded = checks.graded("attention_weights", attention_weights)
+    assert _graded.passed, _graded
+    print(_graded)
     ### END HIDDEN TESTS
     checks.attention_weights(attention_weights)
 
 ``nbgrader generate_assignment`` removes solutions and hidden tests from ``release/``:
 a student sees the title and the book's self-check, a practice check on fixed inputs,
 and the notebook runs top to bottom (a check never raises). ``nbgrader autograde`` puts
-the hidden test back: `labsupport.checks.grade` runs the check on inputs drawn when it
-runs (the seed is printed), and gives 0 to an answer that calls the book's own
-implementation; a failing answer raises, the cell loses its points and the feedback shows
-the verdict with its hint or note.
+the hidden test back: `labsupport.checks.graded` runs the check on inputs drawn when it
+runs (the seed is in the verdict), and gives 0 to an answer that calls the book's own
+implementation; a failing answer's assertion fails, the cell loses its points and the
+feedback shows the verdict with its hint or note. The feedback lists the graded cells by
+their titles (``templates/book_feedback``, nbgrader's feedback template adapted).
 
 Code cells that no exercise depends on are tagged ``reading``; the course's
 ``nbgrader_config.py`` makes ``book_autograde.SkipReading`` (tools/book/book_autograde.py,
@@ -50,7 +53,8 @@ from tools.book.make_student import BEGIN, END, STUB, student_version
 
 ROOT = Path(__file__).resolve().parents[2]
 COURSE_ID = "ch12-attention"
-HIDDEN = "# {title}\n### BEGIN HIDDEN TESTS\n{graded}\n### END HIDDEN TESTS\n"
+HIDDEN = ("# {title}\n### BEGIN HIDDEN TESTS\n_graded = {graded}\nassert _graded.passed, _graded\n"
+          "print(_graded)\n### END HIDDEN TESTS\n")
 AUTOGRADE = Path(__file__).with_name("book_autograde.py")
 CONFIG = f'''\
 # nbgrader configuration of the course written by tools/book/make_assignments.py.
@@ -75,7 +79,17 @@ from book_autograde import SkipReading  # noqa: E402
 c.Autograde.autograde_preprocessors = [
     SkipReading if step is Execute else step
     for step in Autograde.class_traits()["autograde_preprocessors"].default()]
+# Feedback: nbgrader's page, its list of graded cells naming each by its exercise's title
+# (templates/book_feedback, beside this file, where nbgrader's template could be adapted).
+if os.path.isdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates", "book_feedback")):
+    import nbgrader
+    c.HTMLExporter.template_name = "book_feedback"
+    c.HTMLExporter.extra_template_basedirs = [
+        os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates"),
+        os.path.join(os.path.dirname(nbgrader.__file__), "server_extensions", "formgrader", "templates")]
 '''
+TOC_LINK = '">Test cell</a>'          # how nbgrader's feedback lists a graded cell
+TOC_TITLE = '">{{ (cell.source.splitlines() or ["Test cell"])[0].lstrip("# ") }}</a>'
 TITLE = re.compile(r"^#{2,4}\s+((?:Lab e|E)xercise\s+[\w.]+:.*?)\s*$", re.M)
 
 
@@ -86,11 +100,11 @@ def self_check_call(source: str, where: str) -> tuple[str, str]:
 
 
 def graded_call(source: str, where: str) -> str:
-    """The hidden test of a self-check cell: ``checks.<name>(args)`` becomes
-    ``checks.grade("<name>", args)``, its arguments (the label too) as written."""
+    """The graded call of a self-check cell: ``checks.<name>(args)`` becomes
+    ``checks.graded("<name>", args)``, its arguments (the label too) as written."""
     call = _check_call(source, where)
     parts = [ast.get_source_segment(source, node) for node in (*call.args, *call.keywords)]
-    return f"checks.grade(\"{call.func.attr}\", {', '.join(parts)})"
+    return f"checks.graded(\"{call.func.attr}\", {', '.join(parts)})"
 
 
 def _check_call(source: str, where: str) -> ast.Call:
@@ -223,6 +237,7 @@ def write_course(out: Path, notebooks, *, points: float = 1, release: bool = Tru
     out.mkdir(parents=True, exist_ok=True)
     (out / "nbgrader_config.py").write_text(CONFIG)
     shutil.copyfile(AUTOGRADE, out / AUTOGRADE.name)
+    feedback_template(out)
     names = []
     for path in map(Path, notebooks):
         folder = out / "source" / path.stem
@@ -234,6 +249,25 @@ def write_course(out: Path, notebooks, *, points: float = 1, release: bool = Tru
         for name in names:
             nbgrader("generate_assignment", name, "--force", course=out)
     return names
+
+
+def feedback_template(out: Path) -> bool:
+    """Write ``out/templates/book_feedback``: nbgrader's feedback template with each graded
+    cell listed by its first line, the exercise's title, instead of "Test cell". False (and
+    nbgrader's own page) where nbgrader is missing or its template reads otherwise."""
+    try:
+        import nbgrader
+    except ImportError:
+        return False
+    base = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates" / "feedback"
+    page = (base / "index.html.j2").read_text() if (base / "index.html.j2").is_file() else ""
+    if TOC_LINK not in page:
+        return False
+    target = out / "templates" / "book_feedback"
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "index.html.j2").write_text(page.replace(TOC_LINK, TOC_TITLE))
+    shutil.copyfile(base / "conf.json", target / "conf.json")
+    return True
 
 
 def main(argv=None) -> int:
