@@ -7,9 +7,9 @@ the book's solutions with three answers replaced (exercise 1 without the 1 / sqr
 scaling, exercise 3 calling the book's reference, exercise 5 forgetting the heads),
 autogrades it with ``LABSUPPORT_PROFILE=smoke`` and writes its feedback. The picture is
 that feedback page, rendered by headless Chromium (tools/ci/install_browser.sh installs
-it), from the top (the score and one line per graded cell) to the end of the exercises,
-with the reading part of the notebook cut out of a copy of the page (a dashed line marks
-the cut). Needs nbgrader (requirements-instructor.txt), Chromium and Pillow.
+it), from the top (the score and one line per graded cell) to the end of exercise 12.1.3,
+with the reading part of the notebook and the last two exercises cut out of a copy of the
+page (a dashed line marks each cut). Needs nbgrader (requirements-instructor.txt), Chromium and Pillow.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ ANSWERS = {    # exercise number: the student's code instead of the book's solut
     5: "return (2 * batch * length * length + batch * length * head_dim) * 4   # the heads forgotten",
 }
 CUT = ('<div style="border-top: 3px dashed #888; margin: 24px 0; text-align: center; color: #888; '
-       'font: 14px sans-serif">the reading part of the notebook, cut out of this picture</div>')
+       'font: 14px sans-serif">{}, cut out of this picture</div>')
 HIDE = "<style>.celltag_reading { display: none; }</style>"
 
 
@@ -66,13 +66,14 @@ def feedback(course: Path) -> Path:
 
 
 def trimmed(page: str) -> str:
-    """The page without the cells between the first one and the Exercises heading, and
-    with the skipped reading cells hidden."""
+    """The page from its top to the end of exercise 12.1.3: the cells before the Exercises
+    heading and those from exercise 12.1.4 on cut out, each cut marked."""
     page = page.replace("</head>", HIDE + "</head>", 1)
     starts = [m.start() for m in re.finditer(r'<div class="cell border-box-sizing', page)]
-    exercises_at = page.index('id="Exercises"')
-    first_kept = max(s for s in starts if s < exercises_at)
-    return page[:starts[0]] + CUT + page[first_kept:]
+    first_kept = max(s for s in starts if s < page.index('id="Exercises"'))
+    first_cut = max(s for s in starts if s < page.index('id="Exercise-12.1.4'))
+    return (page[:starts[0]] + CUT.format("the reading part of the notebook") + page[first_kept:first_cut]
+            + CUT.format("exercises 12.1.4 and 12.1.5") + '<div style="display: none">' + page[first_cut:])
 
 
 def browser() -> str:
@@ -104,7 +105,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=OUT,
                         help=f"the picture (default: {OUT.relative_to(ROOT)})")
-    parser.add_argument("--height", type=int, default=4200, help="the browser window's height in pixels")
+    parser.add_argument("--height", type=int, default=3000, help="the browser window's height in pixels")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         course = Path(tmp) / "course"
