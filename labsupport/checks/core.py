@@ -1,6 +1,12 @@
-"""The self-check framework: a check runs the student's function on known inputs and
-returns a verdict, a pass or a specific hint. It never raises, so a student notebook
-still runs top to bottom with exercises unanswered.
+"""The self-check framework: a check runs the student's function on several inputs and
+returns a verdict, a pass or a hint that says what differs. It never raises, so a student
+notebook still runs top to bottom with exercises unanswered.
+
+Inputs come from a `Draw`: the notebook's self-check (practice) uses a fixed seed, the
+graded test (`labsupport.checks.grading.grade`) a seed drawn when it runs. Where an
+answer is wrong, a hint that names a mistake is given only when the answer's output is
+that mistake's on every input (`recognise`); otherwise the hint says what was compared
+and where the answer first differs (`differ`).
 
 A check is kind to the notebook it runs in: it calls the student's function on copies
 of its inputs (and says so when the function changed them in place), under a time
@@ -19,7 +25,7 @@ import signal
 import textwrap
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -28,6 +34,9 @@ NOT_ANSWERED = ("not answered yet: replace `raise NotImplementedError` in the ex
                 "with your code, run that cell, then run this check again")
 
 TIME_LIMIT_S = 10.0        # per call of the student's function; the book's answers take milliseconds
+PRACTICE_SEED = 0          # the notebook's self-checks; graded tests draw theirs when they run
+PRACTICE_NOTE = "practice check on fixed inputs; the graded test draws new ones"
+PRACTICE_NOTE_MEASURED = "practice check; the graded test repeats the measurement"
 
 
 class Hint(Exception):
@@ -38,14 +47,55 @@ class _Unanswered(Exception):
     """The student's function still raises NotImplementedError."""
 
 
+class Draw:
+    """Where a check's inputs come from: sizes and tensors drawn from one seed.
+
+    ``Draw()`` is the practice draw of the notebook's self-check (`PRACTICE_SEED`, the
+    same inputs every run); ``Draw(seed, graded=True)`` is a graded test's, whose seed is
+    drawn when it runs and printed with its verdict so that the grade can be reproduced.
+    """
+
+    def __init__(self, seed: int = PRACTICE_SEED, *, graded: bool = False):
+        self.seed, self.graded = int(seed), graded
+        self.rng = random.Random(self.seed)
+
+    def int(self, low: int, high: int) -> int:
+        """A whole number in [low, high]."""
+        return self.rng.randint(low, high)
+
+    def other(self, low: int, high: int, *avoid: int) -> int:
+        """A whole number in [low, high] other than those in ``avoid``."""
+        choices = [n for n in range(low, high + 1) if n not in avoid]
+        return self.rng.choice(choices)
+
+    def choice(self, options):
+        return self.rng.choice(list(options))
+
+    def uniform(self, low: float, high: float) -> float:
+        return self.rng.uniform(low, high)
+
+    def generator(self) -> torch.Generator:
+        """A torch generator seeded from this draw (tensors never touch the global one)."""
+        return torch.Generator().manual_seed(self.rng.getrandbits(62))
+
+    def randn(self, *shape, scale: float = 1.0, dtype=torch.float64) -> torch.Tensor:
+        return scale * torch.randn(*shape, generator=self.generator(), dtype=dtype)
+
+
 @dataclass(frozen=True)
 class CheckResult:
     exercise: str
     passed: bool
     message: str
+    graded: bool = False
+    note: str = ""                 # what kind of check this was (practice, or the graded seed)
 
     def __str__(self) -> str:
-        text = f"[{'PASS' if self.passed else 'TRY AGAIN'}] {self.exercise}: {self.message}"
+        verdict = "PASS" if self.passed else "TRY AGAIN"
+        if self.graded:
+            verdict = "GRADED: PASS" if self.passed else "GRADED: 0 POINTS"
+        note = f" ({self.note})" if self.note else ""
+        text = f"[{verdict}] {self.exercise}: {self.message}{note}"
         return textwrap.fill(text, width=76, subsequent_indent="    ")
 
     __repr__ = __str__
@@ -57,30 +107,43 @@ class CheckResult:
 CHECKS: dict = {}
 
 
-def check(exercise: str):
-    """Turn ``body(answer) -> success message`` into a check returning a `CheckResult`.
+def check(exercise: str, *, drawn: bool = True, predicts: bool = False, forbid: tuple = ()):
+    """Turn ``body(answer, draw) -> success message`` into a check returning a `CheckResult`.
 
-    Inside ``body``, ``raise Hint("...")`` for a recognised mistake. ``body`` receives the
-    student's function wrapped in a `StudentFunction`: every call runs on copies of the
-    arguments, within `TIME_LIMIT_S`, and turns a crash, a ``None`` or a timeout into a hint.
+    Inside ``body``, ``raise Hint("...")`` for a mistake. ``body`` receives the student's
+    function wrapped in a `StudentFunction` (every call runs on copies of the arguments,
+    within `TIME_LIMIT_S`, and turns a crash, a ``None`` or a timeout into a hint) and the
+    `Draw` its inputs come from. ``predicts`` marks a prediction checked against a
+    measurement, ``drawn=False`` one with no inputs to draw. ``forbid`` lists the dotted names (modules,
+    functions) that the graded test does not accept in an answer
+    (`labsupport.checks.grading`), beyond those every exercise forbids.
     """
     def decorate(body):
         @functools.wraps(body)
         def run(answer, *, label: str | None = None) -> CheckResult:
             """``label`` names the exercise in the verdict instead of the book's own label
             (the lab reuses the sections' checks under its own step names)."""
-            student = StudentFunction(answer)
-            with global_random_state_kept():
-                passed, message = _verdict(body, student)
-            return CheckResult(label or exercise, passed, message + student.note())
+            return run_check(run, answer, Draw(), label=label)
+        run.exercise, run.body, run.drawn, run.forbid = exercise, body, drawn, tuple(forbid)
+        run.predicts = predicts or not drawn
         CHECKS[body.__name__] = run
         return run
     return decorate
 
 
-def _verdict(body, student) -> tuple[bool, str]:
+def run_check(check_fn, answer, draw: Draw, *, label: str | None = None, note: str | None = None):
+    """The verdict of ``check_fn``'s body on ``answer`` with inputs from ``draw``."""
+    student = StudentFunction(answer)
+    with global_random_state_kept():
+        passed, message = _verdict(check_fn.body, student, draw)
+    if note is None:
+        note = PRACTICE_NOTE if check_fn.drawn else PRACTICE_NOTE_MEASURED
+    return CheckResult(label or check_fn.exercise, passed, message + student.note(), draw.graded, note)
+
+
+def _verdict(body, student, draw) -> tuple[bool, str]:
     try:
-        return True, body(student)
+        return True, body(student, draw)
     except _Unanswered:
         return False, NOT_ANSWERED
     except Hint as hint:
@@ -97,7 +160,7 @@ class StudentFunction:
     its reference computations), runs at most `TIME_LIMIT_S` seconds where the platform
     allows an alarm (the main thread on Linux and macOS), and raises a `Hint` when the
     function raises, returns None or runs out of time. ``within`` is a context manager
-    entered around the student's code only (e.g. `labsupport.timing.LargestTensor`), so
+    entered around the student's code only (e.g. `labsupport.checks.efficient.Allocations`), so
     the copies are not counted in it. Arguments the function changed are remembered for
     `note`.
     """
@@ -106,28 +169,35 @@ class StudentFunction:
         self.fn = fn
         self.changed: list[str] = []
 
-    def __call__(self, *args, within=None):
+    def __call__(self, *args, within=None, case: str | None = None, **kwargs):
+        """``fn(*args, **kwargs)`` on copies; ``case`` (the inputs in words, such as
+        ``q (2, 3, 5, 8)``) is named in a hint about a crash or a timeout."""
         if not callable(self.fn):
             raise Hint(f"pass your function itself to the check, got {type(self.fn).__name__} "
                        f"{_short(self.fn)}")
-        copies = _copy(args)
+        copies, kw_copies = _copy((args, kwargs))
+        where = f"on {case}, " if case else ""
         try:
             with _time_limit(TIME_LIMIT_S), within or contextlib.nullcontext():
-                result = self.fn(*copies)
+                result = self.fn(*copies, **kw_copies)
         except NotImplementedError:
             raise _Unanswered from None
         except _OutOfTime:
-            raise Hint(f"your function ran longer than {TIME_LIMIT_S:g} s on small inputs (the book's "
-                       "answer takes milliseconds): look for a loop that never ends, or one over "
+            raise Hint(f"{where}your function ran longer than {TIME_LIMIT_S:g} s on small inputs (the "
+                       "book's answer takes milliseconds): look for a loop that never ends, or one over "
                        "every element that a tensor operation could replace") from None
         except (Hint, _Unanswered):
             raise
         except Exception as err:              # the student's code failed
-            raise Hint(f"your code raised {type(err).__name__}: {err}") from None
+            raise Hint(f"{where}your code raised {type(err).__name__}: {err}") from None
         self._remember_changes(args, copies)
         if result is None:
             raise Hint("your function returned None: end it with `return <the result>`")
         return result
+
+    def on(self, case, *, within=None):
+        """The function on a `Case`'s arguments, naming the case in a crash's hint."""
+        return self(*case.args, within=within, case=case.text, **case.kwargs)
 
     def _remember_changes(self, originals, copies) -> None:
         names = _parameter_names(self.fn, len(originals))
@@ -175,11 +245,14 @@ def _time_limit(seconds: float):
 
 
 def _copy(args: tuple) -> tuple:
-    """Deep copies of the arguments, in one go so that shared objects stay shared."""
+    """Deep copies of ``(positional, keyword)`` arguments, in one go so that shared objects
+    stay shared."""
     try:
         return copy.deepcopy(args)
     except Exception:                          # e.g. a non-leaf tensor: copy what can be copied
-        return tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args)
+        positional, keyword = args
+        clone = lambda a: a.detach().clone() if isinstance(a, torch.Tensor) else a   # noqa: E731
+        return tuple(map(clone, positional)), {k: clone(a) for k, a in keyword.items()}
 
 
 def _same(a, b) -> bool:
@@ -293,3 +366,104 @@ def yours_or_reference(check_fn, answer, reference):
     print(f"(not yet passing {result.exercise!r}: the cells below use the book's reference "
           "version until yours passes its check)")
     return reference
+
+
+# --- comparing an answer with the reference on several inputs ---------------------------------
+
+@dataclass(frozen=True)
+class Case:
+    """One input of a check: positional and keyword arguments, and how a hint names them."""
+    args: tuple
+    text: str                                   # e.g. "q (2, 3, 5, 8), k (2, 3, 7, 8)"
+    kwargs: dict = field(default_factory=dict)
+
+    def __call__(self, fn):
+        """``fn`` (a reference, or a mistake) on this case's arguments."""
+        return fn(*self.args, **self.kwargs)
+
+
+def shapes(**tensors) -> str:
+    """``q (2, 3, 5, 8), k (2, 3, 7, 8)``: tensors by shape, anything else by value."""
+    return ", ".join(f"{name} {tuple(t.shape)}" if isinstance(t, torch.Tensor) else f"{name}={t!r}"
+                     for name, t in tensors.items())
+
+
+def same_number(a, b) -> bool:
+    """Two counts or sizes agree (to 1e-9 of their size: floats from a formula count too)."""
+    return isinstance(a, numbers.Real) and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _number(x) -> str:
+    return f"{x:.6g}" if isinstance(x, float) else f"{x}"
+
+
+def differ(got, want, tol: float = 1e-6) -> str:
+    """Where ``got`` first differs from ``want``: ``at index (0, 1, 2) expected 0.25, got 0.5``."""
+    if not isinstance(want, torch.Tensor):
+        return f"expected {_number(want)}, got {_number(got)}"
+    if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+        return f"expected shape {tuple(want.shape)}, got {_short(got)}"
+    if got.is_floating_point():
+        tol = max(tol, 100 * torch.finfo(got.dtype).eps)
+    a, b = got.double(), want.double()
+    off = ~torch.isclose(a, b, rtol=tol, atol=tol, equal_nan=True)
+    if not off.any():
+        return "they agree"
+    index = tuple(off.nonzero()[0].tolist())
+    return f"at index {index} expected {b[index].item():.6g}, got {a[index].item():.6g}"
+
+
+def recognise(outputs, cases, mistakes, same=None) -> list[str]:
+    """The hints of the mistakes whose output equals the answer's on every case.
+
+    ``mistakes`` are ``(hint, function)`` pairs; the function takes a case's arguments
+    and returns what that mistake gives (a mistake that cannot run on a case is not it).
+    """
+    same = same or close
+    named = []
+    for hint, mistaken in mistakes:
+        try:
+            matches = all(same(out, case(mistaken)) for out, case in zip(outputs, cases))
+        except Exception:
+            matches = False
+        if matches and hint not in named:
+            named.append(hint)
+    return named
+
+
+def judge(outputs, cases, reference, *, compared: str, same=None, mistakes=(), properties=(),
+          show=None) -> None:
+    """Raise a `Hint` unless every output equals ``reference`` on its case.
+
+    The references are computed here, after the student's function ran on every case.
+    A mistake names itself only when the outputs are its outputs on every case
+    (`recognise`); a property (``function(output, case) -> hint or None``) speaks next, on
+    the cases that differ; otherwise the hint says what was compared and where the
+    answer first differs (``show(got, want)``, by default `differ`).
+    """
+    same, show = same or close, show or differ
+    wants = [case(reference) for case in cases]
+    wrong = [i for i, (out, want) in enumerate(zip(outputs, wants)) if not same(out, want)]
+    if not wrong:
+        return
+    named = recognise(outputs, cases, mistakes, same)
+    if len(named) == 1:
+        raise Hint(named[0])
+    if named:
+        raise Hint("your answer gives what each of these mistakes gives: "
+                   + "; or ".join(f"({n}) {hint}" for n, hint in enumerate(named, start=1)))
+    for prop in properties:
+        for i in wrong:
+            hint = prop(outputs[i], cases[i])
+            if hint:
+                raise Hint(hint)
+    first = wrong[0]
+    text = (f"compared with {compared} on {len(cases)} inputs; on {cases[first].text}: "
+            f"{show(outputs[first], wants[first])}")
+    agree = [cases[i].text for i in range(len(cases)) if i not in wrong]
+    if agree:
+        more = f" (and on {len(agree) - 1} more)" if len(agree) > 1 else ""
+        text += (f"; it agrees on {agree[0]}{more}: look at what differs between those inputs (a "
+                 "size or an argument typed in as a number, rather than read from the inputs, "
+                 "gives this pattern)")
+    raise Hint(text)

@@ -5,92 +5,161 @@ import math
 
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..attention import linear_attention, local_attention, naive_attention, performer_attention
-from ..timing import LargestTensor, fit_power_law
-from .core import Hint, check, close, expect_number, expect_tensor
+from ..attention import local_attention, naive_attention, performer_attention
+from ..timing import fit_power_law
+from .core import Case, Draw, Hint, check, close, expect_number, expect_tensor, judge, shapes
+
+PROPERTY_SEED = 2              # 12.5.1's fixed inputs for the Monte Carlo property
+SPARSE = ("torch.nn.attention.flex_attention",)          # its block masks build the band for you
+KERNELIZED = ()
 
 
-def _features(x, w, *, norm=True, sqrt_m=True):
+def _features(x, w, *, norm=True, sqrt_m=True, half=True, by_m=False):
     """Positive random features, right and typically wrong, in float64."""
-    log = x @ w.T - (x.pow(2).sum(-1, keepdim=True) / 2 if norm else 0.0)
-    return torch.exp(log) / (math.sqrt(w.shape[0]) if sqrt_m else 1.0)
+    square = x.pow(2).sum(-1, keepdim=True)
+    log = x @ w.T - ((square / 2 if half else square) if norm else 0.0)
+    return torch.exp(log) / (w.shape[0] if by_m else math.sqrt(w.shape[0]) if sqrt_m else 1.0)
 
 
-@check("12.5 exercise 1: positive random features")
-def positive_features(fn):
-    g = torch.Generator().manual_seed(0)
-    x = 0.3 * torch.randn(5, 4, generator=g, dtype=torch.float64)         # (N, D)
-    w = torch.randn(7, 4, generator=g, dtype=torch.float64)               # (m, D)
-    got = expect_tensor(fn(x, w), (5, 7), "positive_features(x (5, 4), w (7, 4))")
-    if not close(got, _features(x, w)):
-        if close(got, _features(x, w, sqrt_m=False)):
-            raise Hint("divide by sqrt(m): then phi(x) . phi(y) is the average of the m "
-                       "features' products, not their sum")
-        if close(got, _features(x, w, norm=False)) or close(got, _features(x, w, norm=False,
-                                                                          sqrt_m=False)):
-            raise Hint("subtract |x|^2 / 2 in the exponent: E[exp(w.x) exp(w.y)] is "
-                       "exp(|x + y|^2 / 2), and the two corrections turn it into exp(x . y)")
-        if bool((got <= 0).any()):
-            raise Hint("the features must be positive (exponentials): sin/cos features can make "
-                       "the attention normaliser negative")
-        raise Hint("phi(x) = exp(w x - |x|^2 / 2) / sqrt(m), one column per row of w")
-    # the property the formula is for: an unbiased estimate of the softmax kernel
-    w_big = torch.randn(20000, 4, generator=g, dtype=torch.float64)
-    phi = fn(x, w_big)
+def _feature_cases(draw) -> list[Case]:
+    sizes = [(5, 4, 7), (draw.int(1, 4), draw.int(5, 9), 2), (1, 3, draw.int(8, 16)),
+             (draw.int(2, 6), 1, draw.int(3, 9))]
+    cases = []
+    for N, D, m in sizes:
+        x, w = draw.randn(N, D, scale=0.3), draw.randn(m, D)
+        cases.append(Case((x, w), shapes(x=x, w=w)))
+    return cases
+
+
+@check("12.5 exercise 1: positive random features", forbid=KERNELIZED)
+def positive_features(fn, draw):
+    cases = _feature_cases(draw)
+    outputs = [expect_tensor(fn.on(case), (case.args[0].shape[0], case.args[1].shape[0]),
+                             f"positive_features({case.text})") for case in cases]
+
+    def positive(out, case):
+        return ("the features must be positive (exponentials): sin/cos features can make the attention "
+                "normaliser negative") if bool((out <= 0).any()) else None
+    judge(outputs, cases, _features, compared="exp(w x - |x|^2 / 2) / sqrt(m)",
+          mistakes=[("divide by sqrt(m): then phi(x) . phi(y) is the average of the m features' products, "
+                     "not their sum", lambda x, w: _features(x, w, sqrt_m=False)),
+                    ("divide by sqrt(m), not by m: phi(x) . phi(y) then averages the m products",
+                     lambda x, w: _features(x, w, by_m=True)),
+                    ("subtract |x|^2 / 2 in the exponent: E[exp(w.x) exp(w.y)] is exp(|x + y|^2 / 2), and "
+                     "the two corrections turn it into exp(x . y)", lambda x, w: _features(x, w, norm=False)),
+                    ("subtract |x|^2 / 2 in the exponent: E[exp(w.x) exp(w.y)] is exp(|x + y|^2 / 2), and "
+                     "the two corrections turn it into exp(x . y)",
+                     lambda x, w: _features(x, w, norm=False, sqrt_m=False)),
+                    ("subtract half of |x|^2, not all of it: exp(w x - |x|^2 / 2)",
+                     lambda x, w: _features(x, w, half=False))],
+          properties=[positive])
+    # the property the formula is for: an unbiased estimate of the softmax kernel, on fixed
+    # inputs (a Monte Carlo bound holds for a draw, not for every draw; these are 2% off)
+    fixed = Draw(PROPERTY_SEED)
+    x, w_big = fixed.randn(5, 4, scale=0.3), fixed.randn(20000, 4)
+    phi = fn(x, w_big, case=f"x {tuple(x.shape)}, w (20000, 4)")
     estimate = phi @ phi.T                                                  # (N, N)
     if not torch.allclose(estimate.double(), torch.exp(x @ x.T), rtol=0.05):
         raise Hint("with 20,000 Gaussian features, phi(x) . phi(y) should be within 5% of "
                    "exp(x . y); check the formula")
-    return ("phi(x) = exp(w x - |x|^2 / 2) / sqrt(m); with 20,000 features phi(x) . phi(y) "
-            "is within 5% of exp(x . y)")
+    return (f"phi(x) = exp(w x - |x|^2 / 2) / sqrt(m) on {len(cases)} sizes; with 20,000 features "
+            "phi(x) . phi(y) is within 5% of exp(x . y)")
 
 
-def _blocks_wrong(q, k, v, block, *, previous=True, band=True):
+class Allocations(TorchDispatchMode):
+    """Inside ``with Allocations() as probe:``, ``probe.numel`` is the size of the largest
+    tensor that any operator allocated (views, in-place results and copies of storage,
+    such as ``copy.deepcopy`` makes, are not allocations of a new tensor by an operator)."""
+
+    def __init__(self):
+        super().__init__()
+        self.numel = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        returns = func._schema.returns
+        for t, ret in zip(out if isinstance(out, (tuple, list)) else (out,), returns):
+            if isinstance(t, torch.Tensor) and ret.alias_info is None:
+                self.numel = max(self.numel, t.numel())
+        return out
+
+
+def _blocks_wrong(q, k, v, block, *, previous=True, band=True, causal=True, width=None):
     """Causal attention within each block and (optionally) the block before it, with or
     without the band limit i - block <= j: the typical wrong versions, via masks."""
     L = q.shape[-2]
     i = torch.arange(L)
     lag = i[:, None] - i[None, :]                                          # (L, L): i - j
     same = (i[:, None] // block) - (i[None, :] // block)                    # block distance
-    allowed = (lag >= 0) & (same <= (1 if previous else 0))
+    allowed = (same <= (1 if previous else 0)) & (same >= 0)
+    if causal:
+        allowed &= lag >= 0
     if band:
-        allowed &= lag <= block
+        allowed &= lag <= (block if width is None else width)
     return naive_attention(q, k, v, mask=allowed)
 
 
-@check("12.5 exercise 2: local attention through SDPA, block by block")
-def blocked_local_attention(fn):
-    g = torch.Generator().manual_seed(0)
-    B, H, L, D, block = 2, 3, 64, 8, 8
-    q, k, v = (torch.randn(B, H, L, D, generator=g) for _ in range(3))
-    right = local_attention(q, k, v, window=block, is_causal=True)
-    probe = LargestTensor()
-    got = fn(q, k, v, block, within=probe)                                # the copies are not counted
-    got = expect_tensor(got, (B, H, L, D), f"blocked_local_attention(q (2, 3, {L}, 8), ..., "
-                        f"block={block})")
-    if not close(got, right, tol=1e-5):
-        if close(got, naive_attention(q, k, v, is_causal=True), tol=1e-5):
-            raise Hint("this is full causal attention: each query may see only the `block` "
-                       "keys before it and itself")
-        if close(got, _blocks_wrong(q, k, v, block, previous=False, band=False), tol=1e-5):
-            raise Hint("each block must also see the block before it: the first query of a "
-                       "block needs the `block` keys that precede it")
-        if close(got, _blocks_wrong(q, k, v, block, band=False), tol=1e-5):
-            raise Hint("mask the band inside the two blocks: query i sees keys i - block .. i, "
-                       "not the whole previous block")
+def _block_cases(draw) -> list[Case]:
+    """L = n blocks of ``block`` with n != block (a transposed block view passes when they
+    are equal), one block only, and a long narrow input (the last) on which an (L, L)
+    tensor stands out from everything a blocked answer builds."""
+    sizes = [(2, 3, 5, 4, 8), (1, 2, 3, draw.int(5, 9), 5), (1, 1, 1, draw.int(3, 7), 4),
+             (2, 2, draw.int(6, 9), draw.int(2, 5), draw.int(2, 6)),
+             (1, 1, draw.int(10, 14), draw.int(3, 4), 2)]
+    cases = []
+    for B, H, n, block, D in sizes:
+        if n == block:
+            n += 1
+        q, k, v = (draw.randn(B, H, n * block, D, dtype=torch.float32) for _ in range(3))
+        cases.append(Case((q, k, v, block), shapes(q=q, k=k, v=v) + f", block={block}"))
+    return cases
+
+
+@check("12.5 exercise 2: local attention through SDPA, block by block", forbid=SPARSE)
+def blocked_local_attention(fn, draw):
+    cases = _block_cases(draw)
+    outputs, largest = [], []
+    for case in cases:
+        q, k, v, block = case.args
+        probe = Allocations()
+        got = fn.on(case, within=probe)                                   # the copies are not counted
+        outputs.append(expect_tensor(got, v.shape, f"blocked_local_attention({case.text})"))
+        largest.append(probe.numel)
+
+    def future(out, case):
+        q, k, v, block = case.args
+        p = q.shape[-2] // 2
         later = v.clone()
-        later[..., 37:, :] += 1.0
-        if not close(fn(q, k, later, block)[..., :37, :], got[..., :37, :], tol=1e-5):
-            raise Hint("outputs before position 37 changed when values after it changed: the "
-                       "mask must also hide keys j > i (the future)")
-        raise Hint("query i should attend to keys i - block .. i (softmax over those only)")
-    if probe.numel >= B * H * L * L // 2:
-        raise Hint(f"the values are right, but a tensor of {probe.numel} elements was built, "
-                   f"as big as the full (L, L) scores ({B * H * L * L}): cut q into blocks and "
-                   "give each block only its two key blocks")
-    return (f"equal to local_attention(window={block}, is_causal=True); the largest tensor "
-            f"had {probe.numel} elements, against {B * H * L * L} for the full scores")
+        later[..., p + 1:, :] += 1.0
+        again = fn(q, k, later, block)
+        if isinstance(again, torch.Tensor) and not close(again[..., :p + 1, :], out[..., :p + 1, :],
+                                                         tol=1e-5):
+            return (f"on {case.text}, outputs up to position {p} changed when values after it changed: the "
+                    "mask must also hide keys j > i (the future)")
+        return None
+    judge(outputs, cases, lambda q, k, v, block: local_attention(q, k, v, window=block, is_causal=True),
+          compared="local_attention(window=block, is_causal=True)", same=lambda a, b: close(a, b, tol=1e-5),
+          mistakes=[("this is full causal attention: each query may see only the `block` keys before it "
+                     "and itself", lambda q, k, v, block: naive_attention(q, k, v, is_causal=True)),
+                    ("each block must also see the block before it: the first query of a block needs the "
+                     "`block` keys that precede it",
+                     lambda q, k, v, block: _blocks_wrong(q, k, v, block, previous=False, band=False)),
+                    ("mask the band inside the two blocks: query i sees keys i - block .. i, not the whole "
+                     "previous block", lambda q, k, v, block: _blocks_wrong(q, k, v, block, band=False)),
+                    ("the window holds block + 1 keys, i - block .. i inclusive; yours stops one short",
+                     lambda q, k, v, block: _blocks_wrong(q, k, v, block, width=block - 1))],
+          properties=[future])
+    q, k, v, block = cases[-1].args
+    B, H, L, _ = q.shape
+    if largest[-1] >= B * H * L * L:
+        raise Hint(f"the values are right, but on {cases[-1].text} a tensor of {largest[-1]} elements "
+                   f"was built, as big as the full (L, L) scores ({B * H * L * L}): cut q into blocks "
+                   "and give each block only its two key blocks")
+    return (f"equal to local_attention(window=block, is_causal=True) on {len(cases)} inputs; on "
+            f"{cases[-1].text} the largest tensor had {largest[-1]} elements, against {B * H * L * L} "
+            "for the full scores")
 
 
 def _decayed(q, k, v, gamma, *, phi=True, decay_z=True, include_now=True):
@@ -107,35 +176,44 @@ def _decayed(q, k, v, gamma, *, phi=True, decay_z=True, include_now=True):
     return num / den.sum(-1, keepdim=True)
 
 
-@check("12.5 exercise 3: linear attention with a decay, as a recurrence")
-def decayed_linear_attention(fn):
-    g = torch.Generator().manual_seed(0)
-    q, k = (torch.randn(12, 4, generator=g, dtype=torch.float64) for _ in range(2))
-    v = torch.randn(12, 3, generator=g, dtype=torch.float64)
-    got = expect_tensor(fn(q, k, v, 1.0), (12, 3), "decayed_linear_attention(q (12, 4), "
-                        "k (12, 4), v (12, 3), gamma=1.0)")
-    if not close(got, linear_attention(q[None], k[None], v[None], is_causal=True)[0]):
-        if close(got, _decayed(q, k, v, 1.0, phi=False)):
-            raise Hint("apply the feature map phi(x) = elu(x) + 1 to queries and keys first; "
-                       "raw dot products can be negative")
-        if close(got[1:], _decayed(q, k, v, 1.0, include_now=False)[1:]):
-            raise Hint("add token t to the state before reading it: position t attends to "
-                       "itself as well as to the past")
-        raise Hint("with gamma = 1 the result should equal causal linear_attention: "
-                   "S_t = S_{t-1} + phi(k_t) v_t^T, z_t = z_{t-1} + phi(k_t), "
-                   "out_t = phi(q_t)^T S_t / phi(q_t)^T z_t")
-    got = expect_tensor(fn(q, k, v, 0.8), (12, 3), "decayed_linear_attention(..., gamma=0.8)")
-    if not close(got, _decayed(q, k, v, 0.8)):
-        if close(got, _decayed(q, k, v, 0.8, decay_z=False)):
-            raise Hint("decay the normaliser z as well as S: otherwise the weights no longer "
-                       "sum to one")
-        if close(got, _decayed(q, k, v, 1.0)):
-            raise Hint("gamma changed nothing: multiply the old state by gamma at every step, "
-                       "S_t = gamma S_{t-1} + phi(k_t) v_t^T, not the new token's term")
-        raise Hint("S_t = gamma S_{t-1} + phi(k_t) v_t^T and z_t = gamma z_{t-1} + phi(k_t): "
-                   "key j's weight is scaled by gamma^(t - j)")
-    return ("gamma = 1 gives causal linear attention; gamma = 0.8 weights key j by "
-            "0.8^(t - j): a linear state-space recurrence with A = gamma I")
+def _decay_cases(draw) -> list[Case]:
+    sizes = [(12, 4, 3, 1.0), (12, 4, 3, 0.8), (draw.int(5, 15), draw.int(2, 6), draw.int(1, 5), 0.5),
+             (1, 2, 2, 0.9),
+             (draw.int(5, 15), draw.int(2, 6), draw.int(1, 5), round(draw.uniform(0.3, 0.99), 3))]
+    cases = []
+    for L, D, Dv, gamma in sizes:
+        q, k, v = draw.randn(L, D), draw.randn(L, D), draw.randn(L, Dv)
+        cases.append(Case((q, k, v, gamma), shapes(q=q, k=k, v=v) + f", gamma={gamma:g}"))
+    return cases
+
+
+@check("12.5 exercise 3: linear attention with a decay, as a recurrence", forbid=KERNELIZED)
+def decayed_linear_attention(fn, draw):
+    cases = _decay_cases(draw)
+    outputs = [expect_tensor(fn.on(case), case.args[2].shape, f"decayed_linear_attention({case.text})")
+               for case in cases]
+    judge(outputs, cases, _decayed, compared="S_t = gamma S_{t-1} + phi(k_t) v_t^T, z_t = gamma z_{t-1} + "
+          "phi(k_t), out_t = phi(q_t)^T S_t / phi(q_t)^T z_t",
+          mistakes=[("apply the feature map phi(x) = elu(x) + 1 to queries and keys first; raw dot "
+                     "products can be negative", lambda q, k, v, g: _decayed(q, k, v, g, phi=False)),
+                    ("decay the normaliser z as well as S: otherwise the weights no longer sum to one",
+                     lambda q, k, v, g: _decayed(q, k, v, g, decay_z=False)),
+                    ("gamma changed nothing: multiply the old state by gamma at every step, "
+                     "S_t = gamma S_{t-1} + phi(k_t) v_t^T, not the new token's term",
+                     lambda q, k, v, g: _decayed(q, k, v, 1.0)),
+                    ("key j's weight should be gamma^(t - j); yours is gamma^(2 (t - j))",
+                     lambda q, k, v, g: _decayed(q, k, v, g ** 2))],
+          properties=[lambda out, case: _now(out, case, fn)])
+    return (f"gamma = 1 gives causal linear attention, gamma < 1 weights key j by gamma^(t - j), on "
+            f"{len(cases)} inputs: a linear state-space recurrence with A = gamma I")
+
+
+def _now(out, case, fn):
+    q, k, v, g = case.args
+    if q.shape[0] > 1 and close(out[1:], _decayed(q, k, v, g, include_now=False)[1:]):
+        return ("add token t to the state before reading it: position t attends to itself as well as "
+                "to the past")
+    return None
 
 
 FEATURE_COUNTS = (16, 64, 256, 1024)     # exercise 12.5.4: m, four times apart
@@ -167,8 +245,8 @@ def measured_error_exponent(scale: float) -> float:
     return fit_power_law(FEATURE_COUNTS, performer_error(scale))[0]
 
 
-@check("12.5 exercise 4: predict how fast the Performer's error falls")
-def performer_error_exponent(fn):
+@check("12.5 exercise 4: predict how fast the Performer's error falls", drawn=False)
+def performer_error_exponent(fn, draw):
     guess = expect_number(fn(), "an exponent p, for an error that falls as m^p")
     small = measured_error_exponent(SMALL_SCALE)
     if abs(guess - small) <= EXPONENT_TOLERANCE:

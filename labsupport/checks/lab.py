@@ -5,54 +5,61 @@ from __future__ import annotations
 import functools
 
 import torch
+import torch.nn.functional as F
 
 from . import reference
-from .core import Hint, check, close, expect_number, expect_tensor
+from .core import Case, Hint, check, expect_number, expect_tensor, judge, recognise, shapes
 
 # --- step 3: the closed-form ridge -----------------------------------------------------------
 
-def _ridge_case(seed: int = 0):
-    g = torch.Generator().manual_seed(seed)
-    X = torch.randn(40, 6, generator=g, dtype=torch.float64)        # (N, L)
-    Y = torch.randn(40, 3, generator=g, dtype=torch.float64)        # (N, T)
-    return X, Y
+def _ridge_cases(draw) -> list[Case]:
+    """X (N, L), Y (N, T): T < L and T > L, fewer rows than columns, several penalties."""
+    sizes = [(40, 6, 3, 0.5), (40, 6, 3, 20.0), (draw.int(15, 40), draw.int(2, 5), draw.int(6, 9), 3.0),
+             (draw.int(3, 6), draw.int(7, 10), 2, round(draw.uniform(0.1, 5.0), 3))]
+    cases = []
+    for N, L, T, penalty in sizes:
+        X, Y = draw.randn(N, L), draw.randn(N, T)
+        cases.append(Case((X, Y, penalty), shapes(X=X, Y=Y) + f", penalty={penalty:g}"))
+    return cases
 
 
-@check("Lab step 3: the closed-form ridge")
-def ridge_weights(fn):
-    X, Y = _ridge_case()
-    eye = torch.eye(X.shape[1], dtype=torch.float64)
-    for penalty in (0.5, 20.0):
-        W = fn(X, Y, penalty)
-        call = f"ridge_weights(X (40, 6), Y (40, 3), penalty={penalty})"
-        if isinstance(W, torch.Tensor) and tuple(W.shape) == (3, 6):
-            raise Hint(f"{call} returned shape (3, 6): W maps the 6 inputs to the 3 outputs, "
-                       "Y ~ X @ W, so it is (L, T) = (6, 3); solve for W, not for W^T")
-        expect_tensor(W, (6, 3), call)
-        if close(W, reference.ridge_weights(X, Y, penalty)):
-            continue
-        if close(W, torch.linalg.lstsq(X, Y).solution):
-            raise Hint(f"{call}: that is least squares without the penalty: add penalty * I to "
-                       "X^T X before solving")
-        if close(W, torch.linalg.solve(X.T @ X + penalty, X.T @ Y)):
-            raise Hint(f"{call}: the penalty was added to every entry of X^T X; add it on the "
-                       "diagonal only, X^T X + penalty * I (torch.eye)")
-        if close(W, torch.linalg.solve(X.T @ X + penalty ** 2 * eye, X.T @ Y)) or \
-                close(W, torch.linalg.solve(X.T @ X + penalty ** 0.5 * eye, X.T @ Y)):
-            raise Hint(f"{call}: the penalty enters as it is, X^T X + penalty * I, not squared "
-                       "or square-rooted")
-        if close(W, torch.linalg.solve(X.T @ X + len(X) * penalty * eye, X.T @ Y)):
-            raise Hint(f"{call}: the penalty here is not scaled by the number of rows: "
-                       "X^T X + penalty * I")
-        raise Hint(f"{call}: W should solve (X^T X + penalty I) W = X^T Y, the minimiser of "
-                   "|X W - Y|^2 + penalty |W|^2")
-    return ("W = (X^T X + penalty I)^-1 X^T Y, the minimiser of |X W - Y|^2 + penalty |W|^2, "
-            "for two penalties")
+def _solve(X, Y, extra):
+    return torch.linalg.solve(X.T @ X + extra, X.T @ Y)
+
+
+@check("Lab step 3: the closed-form ridge", forbid=("sklearn",))
+def ridge_weights(fn, draw):
+    cases = _ridge_cases(draw)
+    outputs = []
+    for case in cases:
+        X, Y, penalty = case.args
+        W = fn.on(case)
+        L, T = X.shape[1], Y.shape[1]
+        if isinstance(W, torch.Tensor) and tuple(W.shape) == (T, L):
+            raise Hint(f"on {case.text} you returned shape {(T, L)}: W maps the {L} inputs to the {T} "
+                       f"outputs, Y ~ X @ W, so it is (L, T) = {(L, T)}; solve for W, not for W^T")
+        outputs.append(expect_tensor(W, (L, T), f"ridge_weights({case.text})"))
+    eye = lambda X: torch.eye(X.shape[1], dtype=X.dtype)                             # noqa: E731
+    judge(outputs, cases, reference.ridge_weights, compared="the solution W of (X^T X + penalty I) W = X^T Y",
+          mistakes=[("that is least squares without the penalty: add penalty * I to X^T X before solving",
+                     lambda X, Y, p: torch.linalg.lstsq(X, Y).solution),
+                    ("that is least squares without the penalty: add penalty * I to X^T X before solving",
+                     lambda X, Y, p: _solve(X, Y, 0 * eye(X))),
+                    ("the penalty was added to every entry of X^T X; add it on the diagonal only, "
+                     "X^T X + penalty * I (torch.eye)", lambda X, Y, p: _solve(X, Y, p)),
+                    ("the penalty enters as it is, X^T X + penalty * I, not squared",
+                     lambda X, Y, p: _solve(X, Y, p ** 2 * eye(X))),
+                    ("the penalty enters as it is, X^T X + penalty * I, not square-rooted",
+                     lambda X, Y, p: _solve(X, Y, p ** 0.5 * eye(X))),
+                    ("the penalty here is not scaled by the number of rows: X^T X + penalty * I",
+                     lambda X, Y, p: _solve(X, Y, len(X) * p * eye(X)))])
+    return (f"W = (X^T X + penalty I)^-1 X^T Y, the minimiser of |X W - Y|^2 + penalty |W|^2, on "
+            f"{len(cases)} inputs and penalties")
 
 
 # --- step 4: predict the peak memory of a training step, then measure it ---------------------
 
-STEP_PEAK_CASES = ((2, 4, 512, 1), (2, 4, 512, 3))    # batch, heads, tokens, layers
+STEP_PEAK_CASES = ((2, 4, 512, 1), (2, 4, 512, 3), (3, 2, 384, 2))    # practice: batch, heads, tokens, layers
 STEP_PEAK_WIDTH = 8           # d_model of the encoder the check measures: the N x N matrices dominate
 STEP_PEAK_TOLERANCE = 0.10
 
@@ -77,68 +84,84 @@ def measured_step_peak(batch: int, heads: int, tokens: int, layers: int,
     return peak_memory(step)
 
 
-def _matches(counts, formula, layers, tol=0.05) -> bool:
-    return all(abs(c / formula(n) - 1) <= tol for c, n in zip(counts, layers))
+def _step_cases(draw) -> list[Case]:
+    """Graded sizes keep batch * heads * tokens^2 large, where the model holds within 10%."""
+    if draw.graded:
+        sizes = []
+        for layers in (1, draw.int(2, 3), draw.int(1, 3)):
+            heads = draw.choice((4, 8))                                  # batch * heads >= 8
+            sizes.append((draw.int(8 // heads, 3), heads, draw.int(384, 512), layers))
+    else:
+        sizes = STEP_PEAK_CASES
+    return [Case(size, "predicted_step_peak({}, {}, {}, {})".format(*size)) for size in sizes]
 
 
-@check("Lab step 4: predict the bill, then measure it")
-def step_peak(fn):
-    guesses = [expect_number(fn(*case), "a number of bytes") for case in STEP_PEAK_CASES]
-    layers = [case[3] for case in STEP_PEAK_CASES]
-    rows, where = [], "the measured peak"
-    for (B, H, N, n), guess in zip(STEP_PEAK_CASES, guesses):
-        measured = measured_step_peak(B, H, N, n)
-        if measured is None:
-            measured, where = reference.predicted_step_peak(B, H, N, n), "the byte model"
-        rows.append((B, H, N, n, guess, measured))
-    if all(abs(guess / measured - 1) <= STEP_PEAK_TOLERANCE for *_, guess, measured in rows):
-        return (f"within {STEP_PEAK_TOLERANCE:.0%} of {where} for 1 and 3 layers: each layer keeps "
+@check("Lab step 4: predict the bill, then measure it", predicts=True)
+def step_peak(fn, draw):
+    cases = _step_cases(draw)
+    guesses = [expect_number(fn.on(case), "a number of bytes") for case in cases]
+    where, measured = "the measured peak", [measured_step_peak(*case.args) for case in cases]
+    if None in measured:
+        measured, where = [reference.predicted_step_peak(*case.args) for case in cases], "the byte model"
+    near = lambda a, b, tol=STEP_PEAK_TOLERANCE: abs(a / b - 1) <= tol                # noqa: E731
+    if all(near(g, m) for g, m in zip(guesses, measured)):
+        return (f"within {STEP_PEAK_TOLERANCE:.0%} of {where} for {len(cases)} sizes: each layer keeps "
                 "its softmax weights (B, H, N, N) for the backward pass, and two more such matrices "
                 "are alive at the step's worst moment")
-    # what the guesses are, in (B, H, N, N) float32 matrices (and in other units)
-    counts = [guess / (B * H * N * N * 4) for B, H, N, n, guess, _ in rows]
-    if _matches(counts, lambda n: 3 * n, layers) or _matches(counts, lambda n: 2 * n, layers):
-        raise Hint("autograd does not keep every matrix of the forward pass: of a layer's scores, "
-                   "masked scores and weights it keeps only what the backward needs, the softmax "
-                   "weights; the others are freed once the next one exists")
-    if _matches(counts, lambda n: n, layers):
-        raise Hint("that counts the weights each layer keeps for the backward pass; at the worst "
-                   "moment more (B, H, N, N) matrices are alive beside them: in the backward pass "
-                   "of a layer, the gradient of its weights and the gradient of its scores")
-    if _matches(counts, lambda n: n + 1, layers):
-        raise Hint("close: that is the peak of the forward pass; in the backward pass, beside every "
-                   "layer's kept weights, a layer's weight gradient and score gradient are alive "
-                   "together")
-    if _matches(counts, lambda n: 2, layers):
-        raise Hint("that is one attention call's forward peak (scores and weights); a training step "
-                   "also keeps each layer's weights for the backward pass, so the layers count")
-    right = [reference.predicted_step_peak(B, H, N, n) for B, H, N, n, *_ in rows]
-    for factor, hint in ((0.25, "off by a factor of 4: count bytes, and float32 takes 4 bytes per "
-                                "number"),
-                         (8, "that is bits; count bytes"),
-                         (1 / 8, "every batch element and every head has its own N x N matrices: "
-                                 "multiply by batch * heads")):
-        if all(abs(g / (factor * r) - 1) <= 0.05 for g, r in zip(guesses, right)):
-            raise Hint(hint)
-    B, H, N, n, guess, measured = next(r for r in rows if abs(r[4] / r[5] - 1) > STEP_PEAK_TOLERANCE)
-    raise Hint(f"predicted_step_peak({B}, {H}, {N}, {n}) is {guess / measured:.2f} times {where}; "
-               "count the (B, H, N, N) float32 matrices alive at once: those each layer keeps for "
-               "the backward pass, and those alive only while one layer computes")
+    matrices = lambda count: (lambda B, H, N, n: count(n) * B * H * N * N * 4)          # noqa: E731
+    right = reference.predicted_step_peak
+    mistakes = [("autograd does not keep every matrix of the forward pass: of a layer's scores, masked "
+                 "scores and weights it keeps only what the backward needs, the softmax weights; the "
+                 "others are freed once the next one exists", matrices(lambda n: 3 * n)),
+                ("autograd does not keep every matrix of the forward pass: of a layer's scores, masked "
+                 "scores and weights it keeps only what the backward needs, the softmax weights; the "
+                 "others are freed once the next one exists", matrices(lambda n: 2 * n)),
+                ("that counts the weights each layer keeps for the backward pass; at the worst moment "
+                 "more (B, H, N, N) matrices are alive beside them: in the backward pass of a layer, "
+                 "the gradient of its weights and the gradient of its scores", matrices(lambda n: n)),
+                ("close: that is the peak of the forward pass; in the backward pass, beside every "
+                 "layer's kept weights, a layer's weight gradient and score gradient are alive "
+                 "together", matrices(lambda n: n + 1)),
+                ("that is one attention call's forward peak (scores and weights); a training step also "
+                 "keeps each layer's weights for the backward pass, so the layers count",
+                 matrices(lambda n: 2)),
+                ("that counts numbers; count bytes: float32 takes 4 bytes per number",
+                 lambda B, H, N, n: right(B, H, N, n) / 4),
+                ("that is bits; count bytes", lambda B, H, N, n: right(B, H, N, n) * 8),
+                ("every batch element and every head has its own N x N matrices: multiply by batch * heads",
+                 lambda B, H, N, n: right(1, 1, N, n)),
+                ("every head has its own N x N matrices: multiply by the number of heads",
+                 lambda B, H, N, n: right(B, 1, N, n)),
+                ("every sequence of the batch has its own N x N matrices: multiply by the batch",
+                 lambda B, H, N, n: right(1, H, N, n))]
+    named = recognise(guesses, cases, mistakes, lambda a, b: near(a, b, 0.05))
+    if len(named) == 1:
+        raise Hint(named[0])
+    first = next(i for i, (g, m) in enumerate(zip(guesses, measured)) if not near(g, m))
+    raise Hint(f"{cases[first].text} is {guesses[first] / measured[first]:.2f} times {where}; count the "
+               "(B, H, N, N) float32 matrices alive at once: those each layer keeps for the backward "
+               "pass, and those alive only while one layer computes")
 
 
 # --- step 5 ----------------------------------------------------------------------------------
 
 @check("Lab step 5: the feature map of linear attention")
-def elu_feature_map(fn):
-    x = torch.linspace(-6, 6, 25, dtype=torch.float64).view(5, 5)
-    got = expect_tensor(fn(x), (5, 5), "elu_feature_map(x (5, 5))")
-    want = torch.nn.functional.elu(x) + 1
-    if close(got, want):
-        return "phi(x) = elu(x) + 1: positive, so phi(q) . phi(k) can stand in for exp(q . k)"
-    if close(got, torch.nn.functional.elu(x)):
-        raise Hint("elu(x) is negative for x < 0; add 1 so every feature is positive")
-    if close(got, torch.relu(x) + 1):
-        raise Hint("use elu, not relu: elu(x) = exp(x) - 1 for x < 0 keeps a gradient there")
-    if (got <= 0).any():
-        raise Hint("the features must be positive, so that the weights phi(q) . phi(k) are")
-    raise Hint("phi(x) = elu(x) + 1, element by element")
+def elu_feature_map(fn, draw):
+    xs = [torch.linspace(-6, 6, 25, dtype=torch.float64).view(5, 5),
+          draw.randn(draw.int(1, 4), 3, 2, scale=3.0),
+          draw.randn(draw.int(1, 9), scale=10.0)]
+    cases = [Case((x,), f"x {tuple(x.shape)}") for x in xs]
+    outputs = [expect_tensor(fn.on(case), case.args[0].shape,
+                             f"elu_feature_map({case.text})") for case in cases]
+
+    def positive(out, case):
+        if (out <= 0).any():
+            return "the features must be positive, so that the weights phi(q) . phi(k) are"
+        return None
+    judge(outputs, cases, lambda x: F.elu(x) + 1, compared="elu(x) + 1",
+          mistakes=[("elu(x) is negative for x < 0; add 1 so every feature is positive", F.elu),
+                    ("use elu, not relu: elu(x) = exp(x) - 1 for x < 0 keeps a gradient there",
+                     lambda x: torch.relu(x) + 1),
+                    ("elu(x) + 1, not elu(x + 1): add 1 after the elu", lambda x: F.elu(x + 1))],
+          properties=[positive])
+    return "phi(x) = elu(x) + 1: positive, so phi(q) . phi(k) can stand in for exp(q . k)"

@@ -5,64 +5,104 @@ import math
 
 import torch
 
-from .core import Hint, check, close, expect_number, expect_tensor
+from .core import Case, Hint, check, close, differ, expect_number, expect_tensor, judge, same_number
 
 
-def _run_tiles(step, q_scores, v, tile):
-    """Feed one row block's scores (n, S) tile by tile through ``step``; return acc / l."""
-    n = q_scores.shape[0]
+def _run_tiles(step, scores, v, tile, text):
+    """Feed one row block's scores (n, S) tile by tile through ``step``; return (acc / l, m)."""
+    n = scores.shape[0]
     m = torch.full((n, 1), float("-inf"), dtype=torch.float64)
     l = torch.zeros(n, 1, dtype=torch.float64)
     acc = torch.zeros(n, v.shape[-1], dtype=torch.float64)
-    for j in range(0, q_scores.shape[1], tile):
-        state = step(m, l, acc, q_scores[:, j:j + tile], v[j:j + tile])
+    for j in range(0, scores.shape[1], tile):
+        block = scores[:, j:j + tile]
+        state = step(m, l, acc, block, v[j:j + tile],
+                     case=f"{text}, the tile of columns {j}..{j + block.shape[1] - 1}")
         if not (isinstance(state, tuple) and len(state) == 3):
             raise Hint(f"return the new state as a tuple (m, l, acc), got {type(state).__name__}")
         m, l, acc = (expect_tensor(t, like.shape, f"online_step's {name}", finite=False)
                      for t, like, name in zip(state, (m, l, acc), ("m", "l", "acc")))
-    return acc / l
+    return acc / l, m
+
+
+def _online_cases(draw) -> list[tuple]:
+    """(scores (n, S), v (S, dv), tile, words): S not a multiple of the tile, scores in the
+    hundreds, and a maximum that falls by thousands from one tile to the next."""
+    n, S, dv, tile = draw.int(2, 6), draw.int(9, 15), draw.int(1, 4), draw.int(3, 5)
+    while S % tile == 0:
+        S += 1
+    plain = draw.randn(n, S)
+    cases = [(plain, draw.randn(S, dv), tile, f"scores {tuple(plain.shape)} in tiles of {tile}"),
+             (plain * 400, draw.randn(S, dv), tile,
+              f"scores {tuple(plain.shape)} of a few hundred, in tiles of {tile}")]
+    falling = draw.randn(n, 2 * tile)
+    falling[:, :tile] += 5000.0                     # the first tile's maximum is thousands above the next's
+    cases.append((falling, draw.randn(2 * tile, dv), tile,
+                  f"scores {tuple(falling.shape)} whose maximum falls by 5000 after the first tile "
+                  f"of {tile}"))
+    one = draw.randn(1, draw.int(1, 3))
+    cases.append((one, draw.randn(one.shape[1], dv), 4, f"scores {tuple(one.shape)}, one tile"))
+    return cases
 
 
 @check("12.4 exercise 1: one step of the online softmax")
-def online_step(fn):
-    g = torch.Generator().manual_seed(0)
-    scores = torch.randn(5, 12, generator=g, dtype=torch.float64)
-    v = torch.randn(12, 3, generator=g, dtype=torch.float64)
-    want = scores.softmax(-1) @ v
-    got = expect_tensor(_run_tiles(fn, scores, v, 4), (5, 3), "acc / l after three tiles")
-    if not close(got, want, tol=1e-9):
-        one_tile = _run_tiles(fn, scores, v, 12)
+def online_step(fn, draw):
+    for scores, v, tile, text in _online_cases(draw):
+        got, m = _run_tiles(fn, scores, v, tile, text)
+        want = scores.softmax(-1) @ v
+        last_tile_max = scores[:, (scores.shape[1] - 1) // tile * tile:].amax(-1, keepdim=True)
+        row_max = scores.amax(-1, keepdim=True)
+        if got.shape == want.shape and close(got, want, tol=1e-9):
+            if not close(m.double(), row_max):
+                raise Hint(f"on {text}, acc / l is right but the m you return is not the running "
+                           "maximum, max(m, the tile's maximum); the next tile relies on it")
+            continue
+        if not close(m.double(), row_max) and close(m.double(), last_tile_max):
+            raise Hint(f"on {text}: m must be the running maximum, max(m, the tile's maximum); with "
+                       "the tile's own maximum, exp(m_old - m_new) overflows once the maximum falls")
+        if not torch.isfinite(got).all():
+            raise Hint(f"on {text}, the result holds inf or NaN: exp() of a large number overflows; "
+                       "subtract the running maximum before exponentiating")
+        one_tile, _ = _run_tiles(fn, scores, v, scores.shape[1], text)
         if close(one_tile, want, tol=1e-9):
-            raise Hint("one tile is right but several are not: when the running maximum grows, "
-                       "multiply the old l and the old acc by exp(m_old - m_new)")
-        raise Hint("after all tiles, acc / l should equal softmax(scores) @ v: "
-                   "p = exp(scores - m_new), l += sum of p, acc += p @ v")
-    big = _run_tiles(fn, scores * 400, v, 4)
-    if not torch.isfinite(big).all():
-        raise Hint("scores of a few hundred overflow exp(): subtract the running maximum "
-                   "before exponentiating")
-    if not close(big, (scores * 400).softmax(-1) @ v, tol=1e-9):
-        raise Hint("with large scores the result drifts: subtract m_new, the running maximum")
-    return "running max, normaliser and output, rescaled by exp(m_old - m_new): exact, tile by tile"
+            raise Hint(f"on {text}, one tile is right but several are not: when the running maximum "
+                       "grows, multiply the old l and the old acc by exp(m_old - m_new)")
+        raise Hint(f"on {text}, acc / l after every tile should equal softmax(scores) @ v, but "
+                   f"{differ(got, want, 1e-9)}: p = exp(scores - m_new), l = l exp(m_old - m_new) + "
+                   "sum of p, acc = acc exp(m_old - m_new) + p @ v")
+    return ("running max, normaliser and output, rescaled by exp(m_old - m_new): exact, tile by tile, "
+            "also when the maximum falls by thousands")
+
+
+def _compress_cases(draw) -> list[Case]:
+    sizes = [(2, 3, 4, 3), (1, draw.int(1, 5), 1, 2), (draw.int(1, 3), draw.int(2, 5), 3, draw.int(1, 5)),
+             (1, 1, draw.int(5, 9), 4), (2, draw.int(2, 4), draw.choice((2, 5, 6)), 2)]
+    cases = []
+    for B, slots, rate, d in sizes:
+        states = draw.randn(B, slots * rate, d)
+        cases.append(Case((states, rate), f"states {tuple(states.shape)}, rate={rate}"))
+    return cases
 
 
 @check("12.4 exercise 2: compressing a memory by mean pooling")
-def compress_mean(fn):
-    g = torch.Generator().manual_seed(1)
-    states = torch.randn(2, 12, 3, generator=g, dtype=torch.float64)
-    got = expect_tensor(fn(states, 4), (2, 3, 3), "compress_mean(states (2, 12, 3), rate=4)")
-    want = states.view(2, 3, 4, 3).mean(2)
-    if close(got, want):
-        return "every `rate` consecutive states become their mean: 12 states -> 3 slots"
-    if close(got, states[:, ::4]):
-        raise Hint("that keeps every 4th state; the compressed slot should summarise all four "
-                   "(their mean)")
-    if close(got, states.view(2, 4, 3, 3).mean(1)):
-        raise Hint("groups must be consecutive states: slot k is the mean of states "
-                   "k*rate .. k*rate + rate - 1")
-    if close(got, states.view(2, 3, 4, 3).sum(2)):
-        raise Hint("a sum grows with the rate; take the mean")
-    raise Hint("slot k should be states[:, k*rate:(k+1)*rate].mean(dim=1)")
+def compress_mean(fn, draw):
+    cases = _compress_cases(draw)
+    outputs = []
+    for case in cases:
+        states, rate = case.args
+        B, n, d = states.shape
+        outputs.append(expect_tensor(fn.on(case), (B, n // rate, d), f"compress_mean({case.text})"))
+    groups = lambda s, r: s.view(s.shape[0], -1, r, s.shape[-1])                       # noqa: E731
+    judge(outputs, cases, lambda s, r: groups(s, r).mean(2),
+          compared="the mean of each `rate` consecutive states",
+          mistakes=[("that keeps every `rate`-th state; a compressed slot should summarise all the states "
+                     "of its group (their mean)", lambda s, r: s[:, ::r]),
+                    ("groups must be consecutive states: slot k is the mean of states k*rate .. "
+                     "k*rate + rate - 1", lambda s, r: s.view(s.shape[0], r, -1, s.shape[-1]).mean(1)),
+                    ("a sum grows with the rate; take the mean", lambda s, r: groups(s, r).sum(2)),
+                    ("that keeps the last state of each group; the slot is the mean of all of them",
+                     lambda s, r: groups(s, r)[:, :, -1])])
+    return f"every `rate` consecutive states become their mean, on {len(cases)} inputs (rates 1 to 9)"
 
 
 # --- exercise 3: what a memory of daily means keeps --------------------------------------
@@ -91,8 +131,8 @@ def measured_kept_fractions(rate: int = KEPT_RATE) -> dict:
     return kept
 
 
-@check("12.4 exercise 3: what a memory of daily means keeps")
-def kept_fractions(fn):
+@check("12.4 exercise 3: what a memory of daily means keeps", drawn=False)
+def kept_fractions(fn, draw):
     answer = fn()
     if not isinstance(answer, dict) or set(answer) != set(KEPT_PERIODS):
         got = sorted(answer) if isinstance(answer, dict) else type(answer).__name__
@@ -119,22 +159,44 @@ def kept_fractions(fn):
             "season, and loses the shape of the day")
 
 
+def _patch_cases(draw) -> list[Case]:
+    """Strides that divide lookback - patch_len and strides that do not, one patch, stride 1."""
+    if draw.graded:
+        sizes = []
+        for _ in range(5):
+            lookback = draw.int(10, 1000)
+            patch = draw.int(1, lookback)
+            sizes.append((lookback, patch, draw.int(1, max(1, min(2 * patch, lookback)))))
+        lookback, patch = draw.int(60, 500), draw.int(5, 40)
+        stride = draw.other(2, 17, *[s for s in range(2, 18) if (lookback - patch) % s == 0])
+        sizes += [(lookback, patch, stride), (patch, patch, draw.int(1, 30))]
+    else:
+        sizes = [(336, 24, 12), (336, 16, 8), (2048, 24, 1), (100, 24, 7), (50, 8, 5), (24, 24, 24),
+                 (30, 24, 10), (97, 10, 4)]
+    return [Case(size, "patch_count({}, {}, {})".format(*size)) for size in sizes]
+
+
 @check("12.4 exercise 4: how many patch tokens")
-def patch_count(fn):
-    cases = [(336, 24, 12), (336, 16, 8), (2048, 24, 1), (100, 10, 10), (24, 24, 24), (50, 8, 7)]
-    for lookback, patch_len, stride in cases:
-        want = (lookback - patch_len) // stride + 1
-        got = expect_number(fn(lookback, patch_len, stride), "a number of patches")
-        if got == want:
-            continue
-        if got == want - 1:
-            raise Hint(f"patch_count({lookback}, {patch_len}, {stride}) is one short: "
-                       "the first patch starts at 0, so count it too (+1)")
-        if got == lookback // stride:
-            raise Hint("the last patch must fit inside the lookback: start positions run "
-                       "from 0 to lookback - patch_len")
-        raise Hint(f"patch_count({lookback}, {patch_len}, {stride}) should be {want}")
-    return "(lookback - patch_len) // stride + 1 patches; attention cost falls as its square"
+def patch_count(fn, draw):
+    cases = _patch_cases(draw)
+    outputs = [expect_number(fn.on(case), "a number of patches") for case in cases]
+    for got, case in zip(outputs, cases):
+        if isinstance(got, float) and not got.is_integer():
+            raise Hint(f"{case.text} returned {got:.4g}: a count of patches is a whole number; count "
+                       "only the patches that fit, with floor division //")
+    judge(outputs, cases, lambda L, P, S: (L - P) // S + 1, compared="(lookback - patch_len) // stride + 1",
+          same=same_number,
+          mistakes=[("one short: the first patch starts at 0, so count it too (+1)",
+                     lambda L, P, S: (L - P) // S),
+                    ("the last patch must fit inside the lookback: start positions run from 0 to "
+                     "lookback - patch_len", lambda L, P, S: L // S),
+                    ("that rounds up: a patch that would start after lookback - patch_len runs past the "
+                     "end of the window; round down, (lookback - patch_len) // stride + 1",
+                     lambda L, P, S: -(-(L - P) // S) + 1),
+                    ("start positions run from 0 to lookback - patch_len inclusive: "
+                     "(lookback - patch_len) // stride + 1", lambda L, P, S: (L - P + 1) // S + 1)])
+    return ("(lookback - patch_len) // stride + 1 patches, also where the stride does not divide the span; "
+            "attention cost falls as its square")
 
 
 # --- exercise 5: the saving of a patch stride, predicted then measured --------------------
@@ -163,8 +225,8 @@ def measured_stride_saving() -> tuple[float, list]:
     return sizes[0] / sizes[1], tokens
 
 
-@check("12.4 exercise 5: predict the saving of a patch stride, then measure it")
-def stride_saving(fn):
+@check("12.4 exercise 5: predict the saving of a patch stride, then measure it", drawn=False)
+def stride_saving(fn, draw):
     guess = expect_number(fn(), "a number: how many times cheaper")
     measured, (n1, n12) = measured_stride_saving()
     if guess <= 0:

@@ -1,102 +1,198 @@
 """Self-checks for the exercises of 12.2 The Transformer Architecture."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from .core import Hint, check, close, expect_number, expect_tensor
+from .core import Case, Hint, check, close, expect_number, expect_tensor, judge, same_number, shapes
+
+BLOCK_LIBRARIES = ("torch.nn.TransformerEncoderLayer", "torch.nn.TransformerEncoder",
+                   "torch.nn.TransformerDecoderLayer", "torch.nn.Transformer", "torch.nn.MultiheadAttention")
 
 
-def _ffn_weights(d=6, d_ff=10, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(3, 5, d, generator=g, dtype=torch.float64),
-            torch.randn(d_ff, d, generator=g, dtype=torch.float64),
-            torch.randn(d_ff, generator=g, dtype=torch.float64),
-            torch.randn(d, d_ff, generator=g, dtype=torch.float64),
-            torch.randn(d, generator=g, dtype=torch.float64))
+def _ffn_cases(draw) -> list[Case]:
+    """x (B, L, d) with d_ff > d, d_ff < d, and d_ff = d (untransposed weights then run)."""
+    d1 = draw.int(3, 7)
+    sizes = [(3, 5, d1, draw.int(d1 + 1, 12)), (1, 1, draw.int(5, 9), draw.int(2, 4)),
+             (2, draw.int(2, 7), d1, d1), (draw.int(1, 3), draw.int(2, 7), draw.int(2, 9), draw.int(2, 12))]
+    cases = []
+    for B, L, d, d_ff in sizes:
+        x, w1, b1 = draw.randn(B, L, d), draw.randn(d_ff, d), draw.randn(d_ff)
+        w2, b2 = draw.randn(d, d_ff), draw.randn(d)
+        cases.append(Case((x, w1, b1, w2, b2), shapes(x=x, W1=w1, b1=b1, W2=w2, b2=b2)))
+    return cases
+
+
+def _depends_only_on_its_position(fn):
+    def prop(out, case):
+        x, *weights = case.args
+        if x.shape[1] < 2:
+            return None
+        alone = fn(x[:, 1:2], *weights)                               # position 1 on its own
+        here = out[:, 1:2]
+        if isinstance(alone, torch.Tensor) and alone.shape == here.shape and not close(alone, here):
+            return (f"on {case.text}, the output at position 1 changed when the other positions were "
+                    "left out: the output at a position must depend only on that position's input")
+        return None
+    return prop
 
 
 @check("12.2 exercise 1: the feed-forward network")
-def feed_forward(fn):
-    x, w1, b1, w2, b2 = _ffn_weights()
-    out = expect_tensor(fn(x, w1, b1, w2, b2), x.shape, "feed_forward(x (3, 5, 6), ...)")
-    right = torch.relu(x @ w1.T + b1) @ w2.T + b2
-    if close(out, right):
-        return "relu(x W1^T + b1) W2^T + b2, the same MLP at every position"
-    alone = fn(x[:, 2:3], w1, b1, w2, b2)                      # position 2 on its own
-    if isinstance(alone, torch.Tensor) and not close(alone, out[:, 2:3]):
-        raise Hint("the output at a position must depend only on that position's input")
-    if close(out, (x @ w1.T + b1) @ w2.T + b2):
-        raise Hint("without the nonlinearity the two layers collapse into one linear map: "
-                   "apply relu between them")
-    if close(out, torch.relu(x @ w1.T) @ w2.T):
-        raise Hint("add the biases b1 and b2")
-    if close(out, torch.relu(x @ w1.T + b1) @ w2.T):
-        raise Hint("add the second bias b2")
-    raise Hint("weights are stored as (out_features, in_features), like nn.Linear: use x @ W1.T + b1")
+def feed_forward(fn, draw):
+    cases = _ffn_cases(draw)
+    outputs = [expect_tensor(fn.on(case), case.args[0].shape, f"feed_forward({case.text})") for case in cases]
+    lin = lambda x, w, b: x @ w.T + b                                              # noqa: E731
+    mistakes = [("without the nonlinearity the two layers collapse into one linear map: apply relu "
+                 "between them", lambda x, w1, b1, w2, b2: lin(lin(x, w1, b1), w2, b2)),
+                ("add the biases b1 and b2", lambda x, w1, b1, w2, b2: torch.relu(x @ w1.T) @ w2.T),
+                ("add the second bias b2", lambda x, w1, b1, w2, b2: torch.relu(lin(x, w1, b1)) @ w2.T),
+                ("add the first bias b1, inside the relu",
+                 lambda x, w1, b1, w2, b2: lin(torch.relu(x @ w1.T), w2, b2)),
+                ("that is GELU; this network's nonlinearity is relu",
+                 lambda x, w1, b1, w2, b2: lin(F.gelu(lin(x, w1, b1)), w2, b2)),
+                ("the output passes through relu too; only the hidden layer does: "
+                 "relu(x W1^T + b1) W2^T + b2",
+                 lambda x, w1, b1, w2, b2: torch.relu(lin(torch.relu(lin(x, w1, b1)), w2, b2))),
+                ("the bias b1 is added after the relu; it belongs inside: relu(x W1^T + b1)",
+                 lambda x, w1, b1, w2, b2: lin(torch.relu(x @ w1.T) + b1, w2, b2)),
+                ("the weights are stored as (out_features, in_features), like nn.Linear: x @ W1.T, "
+                 "not x @ W1 (they only ran because d_ff = d there)",
+                 lambda x, w1, b1, w2, b2: torch.relu(x @ w1 + b1) @ w2 + b2)]
+    judge(outputs, cases, lambda x, w1, b1, w2, b2: lin(torch.relu(lin(x, w1, b1)), w2, b2),
+          compared="relu(x W1^T + b1) W2^T + b2", mistakes=mistakes,
+          properties=[_depends_only_on_its_position(fn)])
+    return (f"relu(x W1^T + b1) W2^T + b2, the same MLP at every position, on {len(cases)} sizes "
+            "(d_ff above, below and equal to d)")
 
 
-def _block(norm_first=True, seed=0):
-    torch.manual_seed(seed)
-    from ..layers import TransformerBlock
-    return TransformerBlock(8, 2, 16, norm_first=norm_first).double().eval()
-
-
-@check("12.2 exercise 2: a pre-norm block")
-def pre_norm_block(fn):
-    block = _block()
-    x = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+def _trained_looking(block, g) -> None:
+    """LayerNorm scales and shifts away from their initial 1 and 0, each norm its own:
+    at their initial values every LayerNorm is the same function."""
     with torch.no_grad():
-        out = expect_tensor(fn(x, block.attn, block.ff, block.norm1, block.norm2), x.shape,
-                            "pre_norm_block(x (2, 5, 8), ...)")
-        if close(out, block(x)):
-            return "x + attn(norm1(x)), then + ff(norm2(x)): the pre-norm block"
-        post = _block(norm_first=False)
-        post.load_state_dict(block.state_dict())
-        if close(out, post(x)):
-            raise Hint("that is post-norm (normalise after adding); "
-                       "pre-norm normalises each sub-layer's input")
-        h = block.attn(block.norm1(x))
-        if close(out, block.ff(block.norm2(h))):
-            raise Hint("keep the residual connections: add each sub-layer's output to its input")
-        if close(out, x + h + block.ff(x + h)):
-            raise Hint("normalise the feed-forward input too: ff(norm2(x))")
-    raise Hint("compute x = x + attn(norm1(x)), then x = x + ff(norm2(x))")
+        for norm in (block.norm1, block.norm2):
+            norm.weight.copy_(1 + 0.5 * torch.randn(norm.weight.shape, generator=g, dtype=norm.weight.dtype))
+            norm.bias.copy_(0.5 * torch.randn(norm.bias.shape, generator=g, dtype=norm.bias.dtype))
+
+
+def _block(d_model, n_heads, d_ff, draw, *, norm_first=True):
+    from ..layers import TransformerBlock
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(draw.rng.getrandbits(62))
+        block = TransformerBlock(d_model, n_heads, d_ff, norm_first=norm_first).double().eval()
+    _trained_looking(block, draw.generator())
+    return block
+
+
+def _block_cases(draw) -> list[Case]:
+    sizes = [(2, 5, 8, 2, 16), (1, draw.int(1, 6), 6, 3, draw.int(4, 12)),
+             (draw.int(1, 3), draw.int(2, 7), 4, 1, 8)]
+    cases = []
+    for B, L, d, H, d_ff in sizes:
+        block = _block(d, H, d_ff, draw)
+        x = draw.randn(B, L, d)
+        cases.append(Case((x, block.attn, block.ff, block.norm1, block.norm2),
+                          f"x {tuple(x.shape)}, a block of width {d}, {H} heads, d_ff {d_ff} (LayerNorm "
+                          "scales and shifts not at their initial values)"))
+    return cases
+
+
+def _pre_norm(x, attn, ff, n1, n2):
+    x = x + attn(n1(x))
+    return x + ff(n2(x))
+
+
+@check("12.2 exercise 2: a pre-norm block", forbid=BLOCK_LIBRARIES)
+def pre_norm_block(fn, draw):
+    cases = _block_cases(draw)
+    with torch.no_grad():
+        outputs = [expect_tensor(fn.on(case), case.args[0].shape,
+                                 f"pre_norm_block({case.text.split(',')[0]}, ...)")
+                   for case in cases]
+        mistakes = [("that is post-norm (normalise after adding); pre-norm normalises each sub-layer's "
+                     "input", lambda x, a, f, n1, n2: (lambda h: n2(h + f(h)))(n1(x + a(x)))),
+                    ("keep the residual connections: add each sub-layer's output to its input",
+                     lambda x, a, f, n1, n2: f(n2(a(n1(x))))),
+                    ("keep the second residual connection: x + ff(norm2(x)), with x after attention",
+                     lambda x, a, f, n1, n2: f(n2(x + a(n1(x))))),
+                    ("normalise the feed-forward input too: ff(norm2(x))",
+                     lambda x, a, f, n1, n2: (lambda h: h + f(h))(x + a(n1(x)))),
+                    ("norm1 and norm2 are swapped: norm1 goes before attention, norm2 before the "
+                     "feed-forward network", lambda x, a, f, n1, n2: _pre_norm(x, a, f, n2, n1)),
+                    ("the feed-forward input is norm1's output; it has its own LayerNorm, norm2",
+                     lambda x, a, f, n1, n2: _pre_norm(x, a, f, n1, n1)),
+                    ("the two sub-layers run side by side on x; the feed-forward network reads the "
+                     "output of the attention step: x = x + attn(norm1(x)), then x + ff(norm2(x))",
+                     lambda x, a, f, n1, n2: x + a(n1(x)) + f(n2(x)))]
+        judge(outputs, cases, _pre_norm, compared="x + attn(norm1(x)), then + ff(norm2(x))",
+              mistakes=mistakes)
+    return (f"x + attn(norm1(x)), then + ff(norm2(x)): the pre-norm block, on {len(cases)} blocks whose "
+            "two LayerNorms differ")
 
 
 class _Mixer(nn.Module):
-    """Sequence models with known peeking: causal cumulative mean, or a full mean."""
+    """Sequence models with known peeking, mapping (B, L, C) to (B, L, C) or (B, L, 2)."""
 
-    def __init__(self, causal):
+    def __init__(self, kind):
         super().__init__()
-        self.causal = causal
+        self.kind = kind
 
     def forward(self, x):                                        # x (B, L, C)
-        if self.causal:
-            return x.cumsum(1) / torch.arange(1, x.shape[1] + 1)[:, None]
-        return x + x.mean(1, keepdim=True)
+        L = x.shape[1]
+        if self.kind == "causal":                                # the running mean: no peeking
+            return x.cumsum(1) / torch.arange(1, L + 1, dtype=x.dtype)[:, None]
+        if self.kind == "causal, 2 outputs":                     # a causal projection to 2 channels
+            return torch.tanh(x.cumsum(1))[..., :2] * 3
+        if self.kind == "next step":                             # out[t] reads x[t + 1]
+            later = torch.cat([x[:, 1:], torch.zeros_like(x[:, :1])], dim=1)
+            return x + later
+        return x + x.mean(1, keepdim=True)                       # "mixes": every output reads all
+
+
+_MODELS = {"causal": "a causal model (the running mean)",
+           "causal, 2 outputs": "a causal model with 2 output channels",
+           "next step": "a model whose output at t reads x[t + 1] only",
+           "mixes": "a model that mixes the whole sequence"}
+
+
+def _peek_cases(draw) -> list[tuple]:
+    """(kind, L, t, does it peek): each model, t = 0 and t = L - 1 (nothing after it) among them."""
+    L1, L2 = draw.int(6, 12), draw.int(4, 10)
+    return [("causal", L1, draw.int(1, L1 - 2), False), ("mixes", L1, draw.int(1, L1 - 2), True),
+            ("causal", L2, 0, False), ("mixes", L2, L2 - 2, True),
+            ("next step", L1, draw.int(0, L1 - 2), True),
+            ("causal, 2 outputs", L2, draw.int(1, L2 - 2), False), ("mixes", L1, L1 - 1, False),
+            ("next step", L2, L2 - 1, False)]
 
 
 @check("12.2 exercise 3: a test for peeking")
-def peeks(fn):
-    x = torch.randn(2, 9, 3, generator=torch.Generator().manual_seed(0))
-    verdicts = {}
-    for name, model, t in (("causal", _Mixer(True), 4), ("non-causal", _Mixer(False), 4),
-                           ("causal", _Mixer(True), 0), ("non-causal", _Mixer(False), 7)):
-        got = fn(model, x.clone(), t)
+def peeks(fn, draw):
+    verdicts = []
+    for kind, L, t, truth in _peek_cases(draw):
+        x = draw.randn(2, L, 3, dtype=torch.float32)
+        got = fn(_Mixer(kind), x, t, case=f"{_MODELS[kind]}, x {tuple(x.shape)}, t={t}")
         if not isinstance(got, (bool, np.bool_)):
             raise Hint(f"return True or False (a bool), got {type(got).__name__}")
-        verdicts[(name, t)] = bool(got)
-    if verdicts[("causal", 4)] or verdicts[("causal", 0)]:
-        if not verdicts[("non-causal", 4)]:
-            raise Hint("the verdicts are inverted: return True when the outputs up to t DO change")
-        raise Hint("a causal model was flagged: change only inputs strictly after t (x[:, t + 1:]) "
-                   "and compare only outputs up to t (out[:, : t + 1])")
-    if not (verdicts[("non-causal", 4)] and verdicts[("non-causal", 7)]):
-        raise Hint("a model that mixes the whole sequence was not caught: perturb x[:, t + 1:] "
-                   "and compare out[:, : t + 1] before and after")
-    return "catches a model that reads the future and passes one that does not"
+        verdicts.append((kind, L, t, truth, bool(got)))
+    wrong = [v for v in verdicts if v[3] != v[4]]
+    if not wrong:
+        return (f"catches a model that reads the future and passes one that does not, on {len(verdicts)} "
+                "models and times (t = 0 and t = L - 1 among them)")
+    if len(wrong) == len(verdicts):
+        raise Hint("the verdicts are inverted: return True when the outputs up to t DO change")
+    kind, L, t, truth, _ = wrong[0]
+    if t == L - 1:
+        raise Hint(f"{_MODELS[kind]}, L = {L}, was flagged at t = L - 1 = {t}: there is no input after "
+                   "the last position, so nothing can peek; compare only outputs up to t, out[:, : t + 1]")
+    if not truth:
+        raise Hint(f"{_MODELS[kind]} was flagged at t = {t}: its outputs up to t do not depend on the "
+                   "inputs after t, but later outputs and the input at t itself do: change only inputs "
+                   "strictly after t (x[:, t + 1:]) and compare only outputs up to t (out[:, : t + 1])")
+    raise Hint(f"{_MODELS[kind]} was not caught at t = {t}: perturb every input after t, x[:, t + 1:] "
+               "(x[:, t + 1] included), and compare out[:, : t + 1] (out[:, t] included) before and after")
 
 
 HEADS_SIZES = dict(batch=2, length=512, d_model=64)      # exercise 12.2.4
@@ -112,6 +208,7 @@ def heads_peak_model(batch, length, d_model, n_heads, element=4):
     return (projections + scores + batch * length * d_model) * element
 
 
+@functools.lru_cache(maxsize=None)
 def measured_heads_peaks(batch, length, d_model, heads=(1, 4)):
     """{H: measured forward peak in bytes} of ``MultiHeadAttention(d_model, H,
     kernel="naive")`` on float32 x (batch, length, d_model) without gradients, on the CPU
@@ -123,7 +220,8 @@ def measured_heads_peaks(batch, length, d_model, heads=(1, 4)):
     x = torch.randn(batch, length, d_model, generator=torch.Generator().manual_seed(0))
     peaks, measured = {}, True
     for n_heads in heads:
-        mha = MultiHeadAttention(d_model, n_heads, kernel="naive").eval()
+        with torch.random.fork_rng(devices=[]):
+            mha = MultiHeadAttention(d_model, n_heads, kernel="naive").eval()
         with torch.no_grad():
             peak = peak_memory(mha, x)
         if peak is None:
@@ -132,8 +230,8 @@ def measured_heads_peaks(batch, length, d_model, heads=(1, 4)):
     return peaks, measured
 
 
-@check("12.2 exercise 4: predict the memory of four heads")
-def heads_peak_ratio(fn):
+@check("12.2 exercise 4: predict the memory of four heads", drawn=False)
+def heads_peak_ratio(fn, draw):
     guess = expect_number(fn(), "a ratio (a number such as 2.5)")
     peaks, measured = measured_heads_peaks(**HEADS_SIZES)
     ratio = peaks[4] / peaks[1]
@@ -162,40 +260,39 @@ def heads_peak_ratio(fn):
                "peak: q, k and v (the same for any H), and each head's scores and softmax weights")
 
 
-@check("Lab step 3: seasonal naive")          # the lab's exercise (12.2 no longer repeats it)
-def seasonal_naive(fn):
-    x = torch.arange(2 * 10 * 1, dtype=torch.float32).view(2, 10, 1)
-    for period, horizon in ((4, 3), (4, 4), (4, 10), (10, 5)):
-        expected = torch.stack([x[:, 10 - period + (t % period)] for t in range(horizon)], dim=1)
-        got = fn(x, period, horizon)
-        call = f"seasonal_naive(x (2, 10, 1), period={period}, horizon={horizon})"
-        expect_tensor(got, (2, horizon, 1), call)
-        if close(got, expected):
-            continue
-        shifted = torch.stack([x[:, 9 - period + (t % period)] for t in range(horizon)], dim=1)
-        if close(got, shifted):
-            raise Hint(f"{call}: off by one: the last period is x[:, -period:], ending at the last step")
-        raise Hint(f"{call}: forecast step t should repeat x[:, L - period + (t mod period)]; "
-                   "tile the last period when the horizon is longer than it")
-    return "repeats the last period, tiled or cut to the horizon"
+def _block_count_cases(draw) -> list[Case]:
+    if draw.graded:
+        sizes = []
+        for _ in range(4):
+            H = draw.int(1, 8)
+            sizes.append((H * draw.int(1, 12), H, draw.int(1, 200)))
+    else:
+        sizes = [(64, 4, 128), (32, 8, 32), (16, 1, 64), (24, 3, 40)]
+    return [Case(size, "block_parameters({}, {}, {})".format(*size)) for size in sizes]
 
 
-@check("12.2 exercise 5: counting a block's parameters")
-def block_parameters(fn):
+def _block_count(d_model, n_heads, d_ff):
     from ..layers import TransformerBlock
-    for d_model, n_heads, d_ff in ((64, 4, 128), (32, 8, 32), (16, 1, 64)):
-        right = sum(p.numel() for p in TransformerBlock(d_model, n_heads, d_ff).parameters())
-        got = expect_number(fn(d_model, n_heads, d_ff), "a number of parameters")
-        call = f"block_parameters({d_model}, {n_heads}, {d_ff})"
-        if got == right:
-            continue
-        d = d_model
-        if got == right - 4 * d - d_ff - d:
-            raise Hint(f"{call}: every nn.Linear has a bias: four in attention, two in the MLP")
-        if got == right - 4 * d:
-            raise Hint(f"{call}: count the two LayerNorms (a scale and a shift of size d_model each)")
-        if n_heads > 1 and got == right + (n_heads - 1) * 4 * (d * d + d):
-            raise Hint(f"{call}: the heads share the d_model x d_model projections; "
-                       "more heads do not add parameters")
-        raise Hint(f"{call} returned {got}, expected {right}")
-    return "4 (d^2 + d) attention + 2 d d_ff + d_ff + d MLP + 4 d LayerNorm, independent of the heads"
+    with torch.random.fork_rng(devices=[]):
+        return sum(p.numel() for p in TransformerBlock(d_model, n_heads, d_ff).parameters())
+
+
+@check("12.2 exercise 5: counting a block's parameters", forbid=BLOCK_LIBRARIES)
+def block_parameters(fn, draw):
+    cases = _block_count_cases(draw)
+    outputs = [expect_number(fn.on(case), "a number of parameters") for case in cases]
+    right = lambda d, h, f: 4 * (d * d + d) + 2 * d * f + f + d + 4 * d            # noqa: E731
+    mistakes = [("every nn.Linear has a bias: four in attention, two in the MLP",
+                 lambda d, h, f: 4 * d * d + 2 * d * f + 4 * d),
+                ("count the two LayerNorms (a scale and a shift of size d_model each)",
+                 lambda d, h, f: right(d, h, f) - 4 * d),
+                ("a LayerNorm has a shift as well as a scale: 2 d_model parameters each",
+                 lambda d, h, f: right(d, h, f) - 2 * d),
+                ("the heads share the d_model x d_model projections; more heads do not add parameters",
+                 lambda d, h, f: right(d, h, f) + (h - 1) * 4 * (d * d + d)),
+                ("attention has four projections: q, k, v and the output",
+                 lambda d, h, f: right(d, h, f) - (d * d + d))]
+    judge(outputs, cases, _block_count, compared="the parameters of TransformerBlock(d_model, n_heads, d_ff)",
+          same=same_number, mistakes=mistakes)
+    return (f"4 (d^2 + d) attention + 2 d d_ff + d_ff + d MLP + 4 d LayerNorm, independent of the heads, "
+            f"on {len(cases)} sizes")
