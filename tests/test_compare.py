@@ -273,6 +273,8 @@ def test_table_rows_legend_and_the_paired_column(capsys):
     assert "vs reference (B)" in " ".join(lines[4:])
     with pytest.raises(KeyError, match=r"no model 'Z'"):
         t.table(reference="Z")
+    t.table(caption="The race, 24 hours ahead")
+    assert capsys.readouterr().out.splitlines()[0] == "The race, 24 hours ahead"
 
 
 def test_rows_carry_the_numbers_of_the_table():

@@ -353,12 +353,14 @@ class Comparison:
 
         return rows(self, metric, reference)
 
-    def table(self, metric: str = "mse", reference: str | None = None) -> None:
-        """Print one row per model and a legend; ``reference`` (default: the ridge) is the
-        row every paired difference is taken against. Numbers depend on the machine."""
+    def table(self, metric: str = "mse", reference: str | None = None, *,
+              caption: str | None = None) -> None:
+        """Show one row per model and a legend (a Markdown table in a notebook, with
+        ``caption`` above it); ``reference`` (default: the ridge) is the row every paired
+        difference is taken against. Numbers depend on the machine."""
         from .present import table
 
-        table(self, metric, reference)
+        table(self, metric, reference, caption=caption)
 
     def plot(self, ax=None, metric: str = "mse"):
         """Seeds as dots (one row per trained model, the mean as a bar), baselines as
