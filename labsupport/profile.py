@@ -94,21 +94,24 @@ PRESETS = {
         # exceeds it (2.1 GB at 2048 tokens)
         "lab_tokens": (64, 128, 256, 512, 1024, 2048),
         "lab_budget": 1.5e9,
-        # the lab with the comparison protocol (labsupport.compare): every window, a warm-up
-        # and cosine schedule over lab_max_epochs (compare.warmup_cosine), patience 3;
-        # see tools/experiments/README.md for the measurements behind these sizes
-        "lab_train_stride": 1,
-        "lab_max_epochs": 4,
-        "lab_seeds": 3,                      # PatchTransformer and DLinear
-        "lab_rnn_seeds": 1,                  # GRU and TCN: the slowest per epoch
+        # the lab's races with the comparison protocol (labsupport.compare): every 2nd
+        # training window, early stopping with the plateau schedule (patience 3); sizes from
+        # tools/experiments/README.md (the lab)
+        "lab_train_stride": 2,
+        "lab_max_epochs": 30,                # a budget early stopping ends first
+        "lab_seeds": 2,                      # every trainable model
+        "lab_width": 16,                     # PatchTransformer 5.7k parameters; every other
+        "lab_pgru_hidden": 24,               # network within about 2x: patch GRU 4.8k,
+        "lab_gru_hidden": 32,                # hourly GRU 4.2k, TCN 2.9k (DLinear: 16k, fixed)
+        "lab_tcn_hidden": 8,
+        "lab_rnn_seeds": 2,
+        "lab_rnn_max_epochs": 4,             # hourly GRU and TCN: the slowest, budget-limited here
+        "lab_long_models": ("PatchTransformer", "patch GRU", "DLinear"),   # the week-ahead race
         "lab_linear_seeds": 2,               # Step 5: linear attention
-        "lab_gru_hidden": 32,
-        "lab_tcn_hidden": 16,
-        # the lab's Transformer-XL stretch goal: one small forecaster per cache length (tokens
-        # = days), one seed, every 4th window; the error falls with the cache at this budget
-        "lab_xl_stride": 4,
-        "lab_xl_epochs": 6,
-        "lab_xl_memories": (0, 6, 12),
+        # the stretch goals (encodings at 28 days, segment recurrence over 28 days): every
+        # 4th training window; caches of 0, 7 and 14 day tokens per layer
+        "lab_stretch_stride": 4,
+        "lab_xl_memories": (0, 7, 14),
         # 12.5 efficient attention
         "efficient_lengths": (256, 512, 1024, 2048, 4096),
         "efficient_flash_lengths": (256, 512, 1024, 2048),  # Python tiles: slow
@@ -153,15 +156,18 @@ GPU_FIXED = {
     "context_seeds": 3,
     # the lab: every window, up to 20 epochs (early stopping, patience 3)
     "lab_train_stride": 1,
-    "lab_max_epochs": 20,                # early stopping (patience 3) usually ends sooner
+    "lab_max_epochs": 40,                # early stopping (patience 3) ends it sooner
     "lab_seeds": 3,
-    "lab_rnn_seeds": 3,
-    "lab_linear_seeds": 3,
+    "lab_width": 32,                     # PatchTransformer 19.6k parameters; patch GRU 16.5k,
+    "lab_pgru_hidden": 48,               # hourly GRU 14.4k, TCN 23.5k
     "lab_gru_hidden": 64,
-    "lab_tcn_hidden": 32,
-    "lab_xl_stride": 1,
-    "lab_xl_epochs": 10,
-    "lab_xl_memories": (0, 2, 6, 12),
+    "lab_tcn_hidden": 24,
+    "lab_rnn_seeds": 3,
+    "lab_rnn_max_epochs": 40,
+    "lab_long_models": ("PatchTransformer", "patch GRU", "GRU", "TCN", "DLinear"),
+    "lab_linear_seeds": 3,
+    "lab_stretch_stride": 1,
+    "lab_xl_memories": (0, 7, 14),
     # 12.5 efficient attention
     "performer_features": (16, 32, 64, 128, 256, 512, 1024, 2048),
     "efficient_width": 64,
@@ -511,7 +517,7 @@ PRESETS["smoke"] = {
     "encoding_train_stride": 16,
     "context_epochs": 1, "context_stride": 32,
     "lab_max_epochs": 1, "lab_train_stride": 16, "lab_seeds": 1, "lab_linear_seeds": 1,
-    "lab_xl_stride": 16, "lab_xl_epochs": 1, "lab_xl_memories": (0, 12),
+    "lab_rnn_seeds": 1, "lab_rnn_max_epochs": 1, "lab_stretch_stride": 16, "lab_xl_memories": (0, 7),
     # warmup_cosine needs 2 epochs: a warm-up epoch and one more
     "forecaster_max_epochs": 2, "forecaster_train_stride": 16, "forecaster_seeds": 1,
     "heads_epochs": 1, "heads_seeds": 1, "heads_train_stride": 16, "deep_seeds": 1,

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from helpers import toc_files
+from helpers import ROOT, toc_files
 
 pytestmark = pytest.mark.slow
 
@@ -65,3 +65,28 @@ def test_the_setup_cell_is_hidden_in_the_html(book_html):
         if name.startswith("chapters/"):
             html = visible((book_html / f"{name}.html").read_text())
             assert "Setup: on Colab" not in html and "google.colab" not in html, name
+
+
+def _outside_code(html: str) -> str:
+    """The page's visible text outside code listings (<pre> blocks), tags removed."""
+    text = re.sub(r"<pre\b.*?</pre>", " ", visible(html), flags=re.S)
+    return re.sub(r"<[^>]+>", " ", text)
+
+
+def test_markdown_outputs_are_rendered_as_myst(book_html):
+    """say() and report.table() write Markdown outputs with tables and $math$; the book
+    renders them (nb_render_markdown_format: myst in _config.yml), so no pipe table or
+    dollar sign of theirs is left as raw text on a page."""
+    import nbformat
+
+    for name in toc_files():
+        if not name.startswith("chapters/"):
+            continue
+        nb = nbformat.read(ROOT / f"{name}.ipynb", as_version=4)
+        said = [o["data"]["text/markdown"] for c in nb.cells if c.cell_type == "code"
+                for o in c.get("outputs", []) if "text/markdown" in o.get("data", {})]
+        text = _outside_code((book_html / f"{name}.html").read_text())
+        tables = [s for s in said if re.search(r"^\|[\s:|-]*---", s, re.M)]
+        assert not re.search(r"\|\s*:?-{3,}", text), f"{name}: a Markdown table is shown as raw text"
+        assert not re.search(r"\$[^$\s][^$\n]*\$", text), f"{name}: $math$ is shown as raw text"
+        assert (book_html / f"{name}.html").read_text().count("<table") >= len(tables), name

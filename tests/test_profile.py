@@ -71,13 +71,26 @@ def test_the_cpu_profiles_fused_backend_is_the_one_sdpa_runs_there():
     assert profile.PRESETS["smoke"]["fused_backend"] == profile.PRESETS["cpu"]["fused_backend"]
 
 
-def test_the_lab_compares_on_every_window_with_enough_seeds():
-    """Issue 13: every training window (stride at most 2 on a CPU), at least 3 seeds for
-    the PatchTransformer and DLinear on a CPU and for every trained model on a GPU."""
+def test_the_lab_races_every_model_over_enough_seeds_at_a_fair_size():
+    """The lab's race: every trainable model over at least 2 seeds on a CPU and 3 on a GPU,
+    every window on a GPU, and every network within about 2x of the PatchTransformer's
+    parameter count (DLinear's is fixed by the window and the horizon)."""
+    from labsupport.models import GRUForecaster, PatchGRUForecaster, PatchTransformer, TCNForecaster
+
     cpu, gpu = profile.PRESETS["cpu"], profile.PRESETS["gpu"]
     assert cpu["lab_train_stride"] <= 2 and gpu["lab_train_stride"] == 1
-    assert cpu["lab_seeds"] >= 3 and cpu["lab_rnn_seeds"] >= 1
-    assert gpu["lab_seeds"] >= 3 and gpu["lab_rnn_seeds"] >= 3
+    assert min(cpu[k] for k in ("lab_seeds", "lab_rnn_seeds", "lab_linear_seeds")) >= 2
+    assert min(gpu[k] for k in ("lab_seeds", "lab_rnn_seeds", "lab_linear_seeds")) >= 3
+    assert set(cpu["lab_long_models"]) <= set(gpu["lab_long_models"])
+    count = lambda model: sum(p.numel() for p in model.parameters())      # noqa: E731
+    for preset in (cpu, gpu):
+        sizes = dict(lookback=336, horizon=24)
+        width = preset["lab_width"]
+        transformer = count(PatchTransformer(**sizes, d_model=width, n_heads=4, n_layers=2, d_ff=2 * width))
+        for model in (PatchGRUForecaster(**sizes, hidden=preset["lab_pgru_hidden"]),
+                      GRUForecaster(**sizes, hidden=preset["lab_gru_hidden"]),
+                      TCNForecaster(**sizes, hidden=preset["lab_tcn_hidden"])):
+            assert 0.45 < count(model) / transformer < 2.2, (type(model).__name__, count(model), transformer)
 
 
 def test_the_heads_verdicts_read_the_same_readers_in_both_profiles():

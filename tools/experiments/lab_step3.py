@@ -17,7 +17,13 @@ import torch
 
 from labsupport.compare import Trainable, compare
 from labsupport.data import HORIZON, LOOKBACK, book_task
-from labsupport.models import GRUForecaster, LinearForecaster, PatchTransformer, TCNForecaster
+from labsupport.models import (
+    GRUForecaster,
+    LinearForecaster,
+    PatchGRUForecaster,
+    PatchTransformer,
+    TCNForecaster,
+)
 from tools.experiments._common import make_schedule, parse_options, parse_value
 
 SIZES = dict(lookback=LOOKBACK, horizon=HORIZON)
@@ -28,6 +34,7 @@ MODELS = {
     "patch-naive": (PatchTransformer, dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.1,
                                            kernel="naive")),
     "gru": (GRUForecaster, dict(hidden=64)),
+    "pgru": (PatchGRUForecaster, dict(hidden=64)),           # the Transformer's 27 tokens, a GRU over them
     "tcn": (TCNForecaster, dict(hidden=32)),
     "dlinear": (LinearForecaster, dict()),
 }
@@ -37,6 +44,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--stride", type=int, default=2)
+    parser.add_argument("--horizon", type=int, default=HORIZON, help="hours ahead (24; 168: a week)")
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--patience", type=int, default=3)
@@ -64,10 +72,12 @@ def main():
         own = dict(fit_changes.get(name, {}))
         epochs = own.get("epochs", args.epochs)
         schedule = make_schedule(own.pop("schedule", args.schedule), epochs)
-        specs[name] = Trainable(lambda revin, cls=cls, kw=kwargs: cls(**SIZES, **kw, revin=revin),
+        sizes = {**SIZES, "horizon": args.horizon}
+        specs[name] = Trainable(lambda revin, cls=cls, kw=kwargs, sizes=sizes: cls(**sizes, **kw,
+                                                                                revin=revin),
                                 schedule=schedule, **own)
         print(f"{name}: {cls.__name__}({kwargs}) fit {own or ''}")
-    task = book_task(train_stride=args.stride)
+    task = book_task(train_stride=args.stride, horizon=args.horizon)
     started = time.perf_counter()
     result = compare(task, specs, revin=args.revin, seeds=args.seeds, epochs=args.epochs,
                      patience=args.patience, progress=False, **parse_options(args.fit))
@@ -75,6 +85,7 @@ def main():
           f"{time.perf_counter() - started:.0f} s in all")
     result.table()
     for name in args.models:
+        print(f"  {name}: {result[name].params:,} parameters")
         for seed, rec, h in zip(result[name].seeds, result[name].records, result[name].histories):
             print(f"  {name} seed {seed}: {rec.stop_reason}, best epoch {rec.best_epoch} of "
                   f"{rec.epochs_run}, {rec.seconds_per_epoch:.2f} s/epoch; val MSE by epoch "
