@@ -79,14 +79,16 @@ PRESETS = {
         "fused_lengths": (1024, 2048, 4096, 8192),
         "final_lengths": (4096, 8192, 16384),
         "flash_block": 256,
+        # the context curve with the comparison protocol, every run ended by early stopping
+        # (the plateau schedule, lr 5e-3, patience 2): demand, the section's lesson, over
+        # context_seeds and AR(1) over context_ar1_seeds, every 2nd training window. Runs
+        # converged in 4-16 epochs, so the epoch budget is never reached; about 155 s of
+        # training on one core (tools/experiments/README.md, context_12_4.py)
         "context_days": (1, 7, 14, 28),
-        "context_epochs": 5,
-        "context_stride": 8,
-        # with the comparison protocol: 2 series x 4 contexts x 2 seeds, every 2nd window,
-        # 6 epochs (about 110 s of training on one core; tools/experiments/README.md)
         "context_train_stride": 2,
-        "context_max_epochs": 6,
-        "context_seeds": 2,
+        "context_max_epochs": 40,
+        "context_seeds": 3,
+        "context_ar1_seeds": 2,
         "segment_totals": (512, 1024, 2048, 4096),
         "backward_lengths": (1024, 2048, 4096),   # forward + backward sweep
         # the lab: Step 4's token sweep (a training step of a 2-block encoder, batch 8, 4 heads);
@@ -148,12 +150,15 @@ GPU_FIXED = {
     "encoding_max_epochs": 40,
     "encoding_seeds": 3,
     "flash_block": 1024,                 # a (4, 1024, 1024) float32 tile: 17 MB
-    "context_days": (1, 7, 28, 91, 364),
-    "context_epochs": 8,                 # 10 forecasters, early stopping (patience 2)
-    "context_stride": 2,
+    # 12.4's context curve: the cpu profile's recipe (early stopping under the plateau
+    # schedule) on every window, 3 seeds for both series, and on to 16 weeks; the longest
+    # context sets the target hours every context trains on (112 days leave 2012's first
+    # 16 weeks out). The budget lies far beyond the 4-16 epochs runs took on the CPU.
+    "context_days": (1, 7, 14, 28, 56, 112),
     "context_train_stride": 1,
-    "context_max_epochs": 20,
+    "context_max_epochs": 60,
     "context_seeds": 3,
+    "context_ar1_seeds": 3,
     # the lab: every window, up to 20 epochs (early stopping, patience 3)
     "lab_train_stride": 1,
     "lab_max_epochs": 40,                # early stopping (patience 3) ends it sooner
@@ -515,7 +520,6 @@ PRESETS["smoke"] = {
     "bottleneck_steps": 30,
     "deep_steps": 10,
     "encoding_train_stride": 16,
-    "context_epochs": 1, "context_stride": 32,
     "lab_max_epochs": 1, "lab_train_stride": 16, "lab_seeds": 1, "lab_linear_seeds": 1,
     "lab_rnn_seeds": 1, "lab_rnn_max_epochs": 1, "lab_stretch_stride": 16, "lab_xl_memories": (0, 7),
     # warmup_cosine needs 2 epochs: a warm-up epoch and one more
@@ -523,6 +527,7 @@ PRESETS["smoke"] = {
     "heads_epochs": 1, "heads_seeds": 1, "heads_train_stride": 16, "deep_seeds": 1,
     "encoding_max_epochs": 1, "encoding_seeds": 1,
     "context_train_stride": 32, "context_max_epochs": 2, "context_seeds": 1,   # warm-up + 1
+    "context_ar1_seeds": 1,
     "efficient_train_stride": 16, "efficient_max_epochs": 2, "efficient_full_seeds": 1,   # warm-up + 1
     "efficient_noncausal_seeds": 1, "stream_lengths": (256, 512, 1024),
     "stream_steps": 10,
