@@ -37,7 +37,7 @@ book: $(STAMP)
 ## Run every test: the linter, unit tests and documented examples, every notebook under
 ## nbval, nbgrader end to end, the wheel, the HTML build (-W) and the browser
 test: $(STAMP) $(GRADER) lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=10 --durations-min=5
 
 ## The fast loop: the linter, the unit tests and documented examples (no test marked slow:
 ## no notebook, book build, browser, nbgrader, wheel or gpu_check)

@@ -30,9 +30,47 @@ def pytest_collection_modifyitems(config, items):
     and sanitizer, profile cpu, plus the report and an HTML build) and its test fails on any
     cell that nbval fails, so the plain nbval items of 12.1 are deselected; they run
     whenever that test does not."""
-    if not any(item.nodeid == DRY_RUN for item in items):
-        return
-    twice = [item for item in items if item.nodeid.startswith(NOTEBOOK_12_1 + "::")]
-    if twice:
-        config.hook.pytest_deselected(items=twice)
-        items[:] = [item for item in items if item not in twice]
+    if any(item.nodeid == DRY_RUN for item in items):
+        twice = [item for item in items if item.nodeid.startswith(NOTEBOOK_12_1 + "::")]
+        if twice:
+            config.hook.pytest_deselected(items=twice)
+            items[:] = [item for item in items if item not in twice]
+    _group_for_workers(config, items)
+
+
+# The slow groups by their measured length on 2 cores, longest first (README, "How long the
+# tests take"); a group is one notebook's cells, or one test file's tests with its fixtures.
+LONGEST_FIRST = ("chapters/12_lab", "tests/test_grading.py", "chapters/12_2", "chapters/12_3",
+                 "chapters/12_5", "chapters/12_4", "book", "tests/test_gpu_check.py",
+                 "tests/test_wheel.py", "tests/test_clients.py", "chapters/12_1")
+
+
+def _group_of(item) -> str | None:
+    """The worker group of a test that must share a process with others: a notebook's
+    cells (one kernel, in order), the book's two test files (one build), and every other
+    slow test file (its module fixtures); None for a test any worker can take."""
+    path = item.nodeid.split("::")[0]
+    if path.startswith("chapters/"):
+        return path
+    if path in ("tests/test_book.py", "tests/test_browser.py"):
+        return "book"
+    return path if item.get_closest_marker("slow") else None
+
+
+def _group_for_workers(config, items) -> None:
+    """Under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`): mark each item with
+    its group, so that a notebook runs in one kernel and the book is built once, and hand
+    out the longest groups first, so that no worker is left alone with one at the end."""
+    for item in items:
+        group = _group_of(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    if not hasattr(config, "workerinput"):
+        return                                    # a plain run keeps pytest's order
+
+    def rank(item):
+        group = _group_of(item) or ""
+        return next((i for i, prefix in enumerate(LONGEST_FIRST) if group.startswith(prefix)),
+                    len(LONGEST_FIRST))
+
+    items.sort(key=rank)                          # stable: each group keeps its order
