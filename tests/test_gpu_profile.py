@@ -67,8 +67,8 @@ TODAY_TRAINING = dict(
     lab_rnn_seeds=3, lab_linear_seeds=3, lab_gru_hidden=64, lab_tcn_hidden=32, lab_xl_stride=1,
     lab_xl_epochs=10, lab_xl_memories=(0, 2, 6, 12),
     performer_features=(16, 32, 64, 128, 256, 512, 1024, 2048),
-    efficient_width=64, efficient_train_stride=1, efficient_max_epochs=20, efficient_full_seeds=3,
-    efficient_noncausal_seeds=3, efficient_kernel_seeds=3, stream_steps=600,
+    efficient_width=64, efficient_train_stride=1, efficient_max_epochs=30, efficient_full_seeds=3,
+    efficient_seeds=3, efficient_longformer=True, stream_steps=600,
     stream_lengths=(2000, 4000, 8000))
 SWEEPS = tuple(TODAY_SWEEPS)
 
