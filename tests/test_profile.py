@@ -105,3 +105,17 @@ def test_the_heads_verdicts_read_the_same_readers_in_both_profiles():
     assert cpu["deep_steps"] == gpu["deep_steps"]          # the deep stack trains on the CPU too
     assert all(p["forecaster_max_epochs"] >= 2 for p in profile.PRESETS.values()), \
         "compare.warmup_cosine needs a warm-up epoch and one more"
+
+
+def test_the_efficient_table_trains_to_early_stopping_with_enough_seeds():
+    """12.5's accuracy table (the comparison protocol): 3 seeds for full attention, the
+    lesson's reference, at least 2 for every other kernel on a CPU and 3 on a GPU (which
+    trains every kernel, Longformer too, on every window); an epoch budget well beyond the
+    6-18 epochs that early stopping took (tools/experiments/README.md), a safety net rather
+    than what ends a run."""
+    cpu, gpu = profile.PRESETS["cpu"], profile.PRESETS["gpu"]
+    assert cpu["efficient_full_seeds"] >= 3 and cpu["efficient_seeds"] >= 2
+    assert gpu["efficient_full_seeds"] >= 3 and gpu["efficient_seeds"] >= 3
+    assert cpu["efficient_train_stride"] <= 2
+    assert gpu["efficient_train_stride"] == 1 and gpu["efficient_longformer"] is True
+    assert min(cpu["efficient_max_epochs"], gpu["efficient_max_epochs"]) >= 25
