@@ -56,25 +56,6 @@ def _kind(value) -> str:
     return type(value).__name__
 
 
-def glue(name: str, value, *, display: bool = False) -> None:
-    """Record ``value`` under ``name`` for the book's prose (``{glue:text}`name:.3f```):
-    ``myst_nb.glue(name, value, display=display)`` where myst-nb is installed (the book
-    build, nbval); without it (Colab installs only this package) nothing, so the notebook
-    still runs and prints its own results. A NumPy scalar or a one-element tensor is
-    glued as the Python number it holds, whose text a format such as ``:.3f`` can read
-    (myst-nb formats the text of the value; ``np.float64(0.5)`` is not a number there).
-    Returns None, so that a cell ending in a glue shows nothing."""
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        value = value.item()
-    elif hasattr(value, "item") and getattr(value, "shape", None) == ():      # NumPy scalars
-        value = value.item()
-    try:
-        from myst_nb import glue as myst_glue
-    except ImportError:
-        return
-    myst_glue(name, value, display=display)
-
-
 def checklist(rows, *, title: str = "checks", width: int = WIDTH) -> None:
     """Print secondary checks as one compact block under a ``title``: each claim and
     whether it held, so that a section's main claims keep their own `verdict` lines.

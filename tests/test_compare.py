@@ -355,17 +355,6 @@ def test_a_budget_that_ends_training_is_marked(capsys):
     assert "MAE (" not in out.splitlines()[0] and "MAE" in out
 
 
-def test_glue_gives_each_name_its_mean(result, monkeypatch):
-    glued = []
-    monkeypatch.setattr("myst_nb.glue",
-                        lambda name, value, display=True: glued.append((name, value, display)))
-    values = result.glue({"DLinear": "lab_mse_dlinear", RIDGE: "lab_mse_ridge"})
-    assert glued == [("lab_mse_dlinear", result.mean("DLinear"), False),
-                     ("lab_mse_ridge", result.mean(RIDGE), False)]
-    assert values == {"lab_mse_dlinear": result.mean("DLinear"), "lab_mse_ridge": result.mean(RIDGE)}
-    assert all(type(v) is float for v in values.values())
-
-
 def test_plot_shows_seeds_as_dots_and_baselines_as_lines(result):
     ax = result.plot()
     assert [t.get_text() for t in ax.get_yticklabels()] == ["DLinear", "GRU"]

@@ -251,7 +251,6 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "profile.default_name": lambda: case(importlib.import_module("labsupport.profile").default_name),
     "profile.current": lambda: case(importlib.import_module("labsupport.profile").current, "cpu"),
     "report.verdict": lambda: case(R.verdict, "a claim", True),
-    "report.glue": lambda: case(R.glue, "s0_a_value", torch.tensor([0.5])),
     "report.table": lambda: case(R.table, ["a", "b"], [[1, 2.5], [3, 4.0]], formats={1: "{:.1f}"}),
     "report.say": lambda: case(R.say, "a sentence with 0.082 in it"),
     "report.in_notebook": lambda: case(R.in_notebook),

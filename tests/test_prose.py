@@ -2,8 +2,8 @@
 
 The book is rebuilt from whichever execution produced it (a laptop, the GPU runner,
 Colab), so a sentence that copies a number from one run can contradict the table
-beside it. A run-dependent statement comes from the notebook's own values: glued
-(``{glue:text}`name:.2f```) or printed by a code cell. This test reads every piece of
+beside it. A run-dependent statement comes from the notebook's own values: a code
+cell's Markdown output (``labsupport.report.say``) or print. This test reads every piece of
 text a reader sees that an author typed (markdown cells, and the captions and alt
 text in code cells' ``mystnb`` metadata) and flags two things:
 
@@ -19,8 +19,9 @@ text in code cells' ``mystnb`` metadata) and flags two things:
 2. **A phrase that describes one run** (``in the run shown``, ``this run's``): wording
    that is only true of the execution the author looked at; write "the table above".
    And an **outcome typed as a fact** (``came out ahead``, ``was the most accurate``)
-   unless its clause glues whom it is about ("{glue:text}`lab_best` was the most
-   accurate" reads true after any run).
+   unless its clause glues whom it is about (a ``{glue:text}`` role, which the
+   notebooks no longer use: tests/test_clients.py forbids MyST roles; such a sentence
+   is a say() cell now).
 
 What is not read: ``{glue:...}`` roles (glued values are the point), every other role
 (citations, cross-references: keys, not prose), inline code, fenced code, directive
@@ -209,7 +210,7 @@ def prose_findings(nb, *, allowed: dict | None = None, stem: str = "") -> list[F
                 if phrase in RUN_PHRASES:
                     findings.append(Finding(cell, where, phrase, "describes one run"))
                 elif GLUED not in clause:
-                    findings.append(Finding(cell, where, phrase, "one run's outcome: glue who"))
+                    findings.append(Finding(cell, where, phrase, "one run's outcome: say() it"))
     return [f for f in findings if (stem, f.text) not in allowed]
 
 
@@ -238,14 +239,14 @@ def _figure_of_the_run(m: re.Match, numbers) -> str | None:
     target = f"{float(written.replace(',', '')):.{decimals}f}"
     for u in candidates:
         if f"{u:.{decimals}f}" == target:
-            return f"a {kind} that an unchecked output prints ({u:g}): glue it or print it"
+            return f"a {kind} that an unchecked output prints ({u:g}): say() it or print it"
     return None
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_prose_types_no_figure_of_the_run(path):
     findings = prose_findings(nbformat.read(path, as_version=4), stem=path.stem)
-    assert not findings, "run-dependent prose (glue it, print it, or reword):\n" + \
+    assert not findings, "run-dependent prose (say() it, print it, or reword):\n" + \
         "\n".join(map(str, findings))
 
 

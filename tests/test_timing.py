@@ -332,25 +332,6 @@ def test_sweep_table_prints_a_time_range_only_for_repeated_timings(capsys):
     assert "time ms (min-max)" in several[0] and "1.0 (0.9-1.2)" in several[1] and "(" not in several[2]
 
 
-def test_glue_turns_numpy_and_torch_numbers_into_python_numbers(monkeypatch):
-    """myst-nb formats a glued value from its text/plain: NumPy 2 writes np.float64(0.25).
-    glue returns None, so that a cell ending in a glue shows no value."""
-    import sys
-    import types
-
-    import numpy as np
-
-    from labsupport.report import glue
-    glued = {}
-    monkeypatch.setitem(sys.modules, "myst_nb", types.SimpleNamespace(
-        glue=lambda name, value, display: glued.update({name: value})))
-    returned = glue("s0_a", np.float64(0.25)), glue("s0_b", torch.tensor(3)), glue("s0_c", "ahead of")
-    assert returned == (None, None, None)
-    assert glued == {"s0_a": 0.25, "s0_b": 3, "s0_c": "ahead of"}
-    assert type(glued["s0_a"]) is float and type(glued["s0_b"]) is int
-    assert repr(glued["s0_a"]) == "0.25"
-
-
 def test_a_peak_of_another_dtype_is_refused():
     from labsupport.timing import MatmulPeak, add_peak_fraction
     bf16_rows = [_row(dtype="bfloat16")]

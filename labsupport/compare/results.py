@@ -335,18 +335,6 @@ class Comparison:
                 for name, entry in self.entries.items() if entry.trained
                 for base in against if base in self.entries}
 
-    def glue(self, names: dict, metric: str = "mse") -> dict:
-        """``myst_nb.glue(glue_name, mean, display=False)`` for each ``{model: glue_name}``:
-        the mean of ``metric`` over the model's runs, as a float (through
-        `labsupport.report.glue`: nothing without myst-nb, as on Colab). Returns what was
-        glued."""
-        from ..report import glue
-
-        values = {glue_name: float(self.mean(model, metric)) for model, glue_name in names.items()}
-        for glue_name, value in values.items():
-            glue(glue_name, value, display=False)
-        return values
-
     def rows(self, metric: str = "mse", reference: str | None = None) -> list:
         """The table as dicts (one per model), for a notebook that lays it out itself."""
         from .present import rows
