@@ -348,6 +348,8 @@ def test_a_budget_that_ends_training_is_marked(capsys):
     row = next(line for line in out.splitlines() if line.lstrip().startswith("GRU"))
     assert "epoch budget 2/2" in row and "converged" not in row
     assert "no instance normalisation for any model (revin=False)" in " ".join(out.split())
+    assert result.steps == (LOOKBACK, HORIZON)
+    assert f"windows of {LOOKBACK} steps in, {HORIZON} out" in " ".join(out.split())
     unitless = compare(small_task(), {}, revin=False, unit=None)
     assert unitless[RIDGE].metrics[0].mae_orig is None and "mae_orig" not in unitless[RIDGE].window_losses[0]
     unitless.table()

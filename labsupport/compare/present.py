@@ -135,11 +135,19 @@ def _legend(comparison, metric, reference) -> list:
     lines += ["'A beats B' needs both: a gap of means beyond the larger seed spread, and a paired "
               "interval that excludes 0. A model whose runs stopped at their epoch or time budget "
               "(or Stop) is not settled: a ranking it loses could reverse with more training.",
-              f"windows: train {tr:,}, validation {va:,}, test {te:,}, the same for every model; "
-              f"input: {norm}."]
+              f"windows{_steps_text(comparison)}: train {tr:,}, validation {va:,}, test {te:,}, the "
+              f"same for every model and baseline (the ridge is fitted on them); input: {norm}."]
     if comparison.interrupted:
         lines.append("interrupted: Stop ended the comparison; the rows hold the runs that finished.")
     return lines
+
+
+def _steps_text(comparison) -> str:
+    """' of 336 steps in, 24 out' from the comparison's (lookback, horizon), or an empty string."""
+    if comparison.steps is None:
+        return ""
+    lookback, horizon = comparison.steps
+    return f" of {lookback:,} steps in, {horizon:,} out"
 
 
 def _failures(comparison) -> list:

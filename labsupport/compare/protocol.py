@@ -405,7 +405,13 @@ def _compare(task, models, revin, seeds, naive_period, device, unit, progress, f
     for entry in _baselines(task, revin, naive_period, channels, score):
         entries[entry.name] = entry
     windows = {k: len(getattr(task, k)[1]) for k in ("train", "val", "test")}
-    return Comparison(entries, revin, windows, unit, overlap=overlap, interrupted=interrupted)
+    return Comparison(entries, revin, windows, unit, overlap=overlap, interrupted=interrupted,
+                      steps=_steps(task))
+
+
+def _steps(task) -> tuple:
+    """(lookback, horizon): the steps of a window's input and of its target."""
+    return _inputs_only(task.test[0]).shape[1], task.test[1].shape[1]
 
 
 def rescore(comparison: Comparison, task, *, naive_period: int | None = 168, device=None) -> Comparison:
@@ -449,4 +455,5 @@ def rescore(comparison: Comparison, task, *, naive_period: int | None = 168, dev
     for entry in _baselines(task, comparison.revin, naive_period, channels, score):
         entries[entry.name] = entry
     windows = {k: len(getattr(task, k)[1]) for k in ("train", "val", "test")}
-    return dataclasses.replace(comparison, entries=entries, windows=windows, overlap=overlap)
+    return dataclasses.replace(comparison, entries=entries, windows=windows, overlap=overlap,
+                               steps=_steps(task))

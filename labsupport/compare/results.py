@@ -203,7 +203,8 @@ class Comparison:
     ``windows``: train / val / test counts; ``unit``: the series' unit (None: no column in
     it); ``overlap``: the number of test windows whose targets overlap a given one's,
     ``ceil(horizon / eval_stride)`` (the paired test's h); ``interrupted``: Stop ended the
-    comparison before every run was made.
+    comparison before every run was made; ``steps``: (lookback, horizon) of the task's
+    windows, which the table's legend names (None: not recorded).
     """
 
     entries: dict
@@ -212,6 +213,7 @@ class Comparison:
     unit: str | None = "MW"
     overlap: int = field(kw_only=True)
     interrupted: bool = field(default=False, kw_only=True)
+    steps: tuple | None = field(default=None, kw_only=True)
 
     def __getitem__(self, name: str) -> Entry:
         if name not in self.entries:
