@@ -46,7 +46,7 @@ unit: $(STAMP) lint
 
 ## The linter (ruff, configured in pyproject.toml)
 lint: $(DEV)
-	$(BIN)/ruff check labsupport tests tools
+	$(BIN)/ruff check labsupport tests tools conftest.py
 
 ## Re-execute the notebooks in place (refresh the committed outputs)
 notebooks: $(STAMP)

@@ -73,7 +73,7 @@ def test_dry_run_writes_the_executed_notebook(dry_run):
     assert [c.source for c in ran] == [c.source for c in committed.cells if c.cell_type == "code"]
     assert [c.execution_count for c in ran] == list(range(1, len(ran) + 1))
     text = "".join(o.get("text", "") for c in ran for o in c.outputs)
-    assert "every row of weights sums to one" in text and "profile 'cpu' on cpu" in text
+    assert "every row of weights sums to one" in text and "Profile 'cpu' (from $LABSUPPORT_PROFILE)" in text
     assert any("image/png" in o.get("data", {}) for c in ran for o in c.outputs)
 
 

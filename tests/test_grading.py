@@ -266,7 +266,7 @@ def test_unanswered_gets_zero_and_every_other_cell_runs(path, course):
     nb = graded(course, path)["unanswered"]["notebook"]
     printed = "".join(out.get("text", "") for cell in nb.cells if cell.cell_type == "code"
                       for out in cell.outputs)
-    assert "profile 'smoke'" in printed, "the kernel did not get the smoke profile"
+    assert "Profile 'smoke' (from $LABSUPPORT_PROFILE)" in printed, "the kernel did not get the smoke profile"
     assert skipped(nb) == [], "the release runs top to bottom"
     failed = errors(nb)
     assert sorted(failed) == graded_indices(nb), "only the graded cells may fail"
