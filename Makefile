@@ -36,11 +36,12 @@ book: $(STAMP)
 
 ## Run every test: the linter, unit tests and documented examples, every notebook under
 ## nbval, nbgrader end to end, the wheel, the HTML build (-W) and the browser; in
-## $(WORKERS) pytest-xdist workers of one torch thread each (two torch processes of two
-## threads on 2 cores spin against each other), printing the 10 slowest tests
+## $(WORKERS) pytest-xdist workers, each taking whole files (conftest.py), of one torch
+## thread each (two torch processes of two threads on 2 cores spin against each other);
+## it prints the 10 slowest tests
 WORKERS ?= 2
 test: $(STAMP) $(GRADER) lint
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup \
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile \
 		--durations=10 --durations-min=5
 
 ## The fast loop: the linter, the unit tests and documented examples (no test marked slow:

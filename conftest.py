@@ -1,5 +1,7 @@
 """Loaded by every pytest run in this repository, a notebook's alone included
-(`pytest chapters/12_1_self_attention.ipynb`); the tests' fixtures are in tests/conftest.py."""
+(`pytest chapters/12_1_self_attention.ipynb`): how nbval compares outputs, and how the
+tests are shared between pytest-xdist workers. The tests' fixtures are in tests/conftest.py."""
+import pytest
 from nbval.plugin import IPyNbCell
 
 from tools.book.execute_notebooks import is_progress_bar
@@ -16,3 +18,50 @@ def _compare_without_progress_bars(self, test, ref, skip_compare=None):
 
 
 IPyNbCell.compare_outputs = _compare_without_progress_bars
+
+
+# The slowest groups by their measured length on 2 cores, longest first (README, "How long
+# the tests take"); the rest follow in pytest's order.
+LONGEST_FIRST = ("chapters/12_lab", "tests/test_grading.py", "chapters/12_2", "chapters/12_3",
+                 "chapters/12_5", "chapters/12_4", "book", "tests/test_gpu_check.py",
+                 "tests/test_wheel.py", "tests/test_clients.py", "chapters/12_1")
+BOOK_TESTS = ("tests/test_book.py", "tests/test_browser.py")    # one build of the book
+
+
+def _group_of(nodeid: str) -> str:
+    """The worker group of a test: its file (a notebook's cells run in one kernel, in
+    order; a test file's tests share its module fixtures), the book's two test files one
+    group (they share one build)."""
+    path = nodeid.split("::")[0]
+    return "book" if path in BOOK_TESTS else path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`make test` runs `-n 2 --dist loadfile`: each worker takes whole groups, longest
+    first, so that no worker is left alone with a long one at the end."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ByGroup(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _group_of(nodeid)
+
+    config.option.loadscopereorder = False        # keep the workers' order, below
+    return ByGroup(config, log)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Under workers, the longest groups come first in the collection that each reports,
+    which the scheduler hands out in that order; a plain run keeps pytest's order."""
+    if not hasattr(config, "workerinput"):
+        return
+
+    def rank(item):
+        group = _group_of(item.nodeid)
+        return next((i for i, prefix in enumerate(LONGEST_FIRST) if group.startswith(prefix)),
+                    len(LONGEST_FIRST))
+
+    items.sort(key=rank)                          # stable: each group keeps its order
