@@ -67,7 +67,8 @@ def local_assets_config(config: dict) -> dict:
     pointed at local copies under ``_static/browser-test/``, which tests/test_browser.py
     copies into its build (tools/ci/fetch_web_assets.py); the build itself needs none of them."""
     config.setdefault("execute", {})["execute_notebooks"] = "off"
-    sphinx_config = config.setdefault("sphinx", {}).setdefault("config", {})
+    config.setdefault("sphinx", {}).pop("local_extensions", None)   # they help execution only
+    sphinx_config = config["sphinx"].setdefault("config", {})
     # Relative paths are relative to _static/ (Sphinx's mathjax_path and add_js_file).
     sphinx_config["mathjax_path"] = f"{BROWSER_ASSETS}/mathjax/es5/tex-mml-chtml.js"
     sphinx_config["nb_ipywidgets_js"] = {  # order matters: require.js first, as in myst-nb's default

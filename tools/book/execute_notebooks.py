@@ -18,6 +18,8 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from tools.book import stepped_polling
+
 ROOT = Path(__file__).resolve().parents[2]
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -55,6 +57,7 @@ def drop_progress_bars(nb) -> None:
 
 
 def execute(path: Path, timeout: int) -> float:
+    stepped_polling.install()                     # no stall after a widget cell
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
     NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,

@@ -215,6 +215,7 @@ import sys, yaml
 path, report = sys.argv[1:3]
 config = yaml.safe_load(open(path))
 config["execute"]["execute_notebooks"] = "off"     # render this run's outputs as they are
+config["sphinx"].pop("local_extensions", None)      # tools/book's, for executing: not copied
 # the page "Where the numbers came from" adds what nbval found (labsupport.sphinx_provenance)
 config.setdefault("sphinx", {}).setdefault("config", {})["provenance_nbval_report"] = report
 open(path, "w").write(yaml.safe_dump(config))
