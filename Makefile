@@ -40,14 +40,14 @@ book: $(STAMP)
 ## thread each (two torch processes of two threads on 2 cores spin against each other);
 ## it prints the 10 slowest tests
 WORKERS ?= 2
+PYTEST := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
 test: $(STAMP) $(GRADER) lint
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile \
-		--durations=10 --durations-min=5
+	$(PYTEST) --durations=10 --durations-min=5
 
 ## The fast loop: the linter, the unit tests and documented examples (no test marked slow:
-## no notebook, book build, browser, nbgrader, wheel or gpu_check)
+## no notebook, book build, browser, nbgrader, wheel or gpu_check), in the same workers
 unit: $(STAMP) lint
-	$(BIN)/python -m pytest -m "not slow" tests
+	$(PYTEST) -m "not slow" tests
 
 ## The linter (ruff, configured in pyproject.toml)
 lint: $(DEV)
