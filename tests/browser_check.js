@@ -107,6 +107,10 @@
       mathErrors: Array.prototype.map.call(document.querySelectorAll("mjx-merror"), function (e) { return e.textContent; }),
       proseText: proseText(article),
       visibleText: document.body.innerText,
+      // printed output whose lines do not fit the page: it scrolls sideways
+      wideOutputs: Array.prototype.filter.call(article.querySelectorAll(".cell_output pre"), function (el) {
+        return el.scrollWidth > el.clientWidth + 1;
+      }).map(function (el) { return el.textContent.slice(0, 75); }),
       widgetViews: widgetViews(),
       widgetsRendered: renderedWidgets(),
       widgets: Array.prototype.map.call(document.querySelectorAll(".widget-subarea"), function (el) {

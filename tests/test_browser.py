@@ -262,6 +262,10 @@ def check_raw_output(r: dict) -> list:
     return problems
 
 
+def check_wide_outputs(r: dict) -> list:
+    return [f"{text!r}..." for text in r["wideOutputs"]]
+
+
 def check_widgets(r: dict) -> list:
     problems = []
     if r["widgetsRendered"] < r["widgetViews"]:
@@ -338,6 +342,8 @@ PAGE_CHECKS = {
     "figures without alt text or a caption (set the code cell's metadata "
     "mystnb: {image: {alt: ...}} or mystnb: {figure: {caption: ...}})": check_alt_text,
     "raw output visible": check_raw_output,
+    "output lines wider than the page (a horizontal scroll bar; _static/custom.css wraps "
+    "them)": check_wide_outputs,
     "widgets not rendered": check_widgets,
     "headings out of order": check_headings,
     "the page needed another host or failed to load something": check_network,
@@ -393,6 +399,8 @@ def synthetic_book(folder: Path) -> None:
         figure(60, mystnb={"image": {"alt": "A dark grey rectangle"}}),
         figure(120, mystnb={"figure": {"caption": "A mid-grey rectangle."}}),
         figure(200),
+        new_code_cell("print(WIDE)", outputs=[new_output(          # no wrapping CSS here
+            "stream", name="stdout", text="wide " * 60 + "\n")]),
         new_code_cell("fail()", outputs=[new_output(
             "error", ename="ValueError", evalue="boom",
             traceback=["\x1b[0;31mValueError\x1b[0m    Traceback (most recent call last)",
@@ -427,6 +435,7 @@ def test_the_checks_catch_what_they_should(browser, web_assets, tmp_path):
     assert [i["caption"] for i in figures][1] == "A mid-grey rectangle."  # mystnb.figure.caption
     assert len(check_alt_text(r)) == 1 and figures[2]["src"] in check_alt_text(r)[0]
     assert [p for p in check_raw_output(r) if "Traceback" in p]
+    assert check_wide_outputs(r) == [repr("wide " * 15) + "..."]
     assert check_headings(r) == ["h1 'Synthetic page' -> h4 'A heading that skips two levels'"]
     network = check_network(r)
     cdn = "https://cdn.jsdelivr.net/npm/nothing@1/index.js"
