@@ -27,13 +27,29 @@ def _solve(X, Y, extra):
     return torch.linalg.solve(X.T @ X + extra, X.T @ Y)
 
 
+NO_PENALTY = "that is least squares without the penalty: add penalty * I to X^T X before solving"
+
+
+def _solved_or_told(fn, case):
+    """The answer on ``case``; a solver's "singular" error on fewer rows than columns, where
+    only the penalty makes X^T X + penalty I invertible, is the missing penalty."""
+    X = case.args[0]
+    try:
+        return fn.on(case)
+    except Hint as hint:
+        if len(X) < X.shape[1] and "singular" in str(hint):
+            raise Hint(f"{hint} With fewer rows than columns X^T X is singular, and only the "
+                       f"penalty makes X^T X + penalty I invertible: {NO_PENALTY}") from None
+        raise
+
+
 @check("Lab step 3: the closed-form ridge", forbid=("sklearn",))
 def ridge_weights(fn, draw):
     cases = _ridge_cases(draw)
     outputs = []
     for case in cases:
         X, Y, penalty = case.args
-        W = fn.on(case)
+        W = _solved_or_told(fn, case)
         L, T = X.shape[1], Y.shape[1]
         if isinstance(W, torch.Tensor) and tuple(W.shape) == (T, L):
             raise Hint(f"on {case.text} you returned shape {(T, L)}: W maps the {L} inputs to the {T} "
@@ -41,10 +57,8 @@ def ridge_weights(fn, draw):
         outputs.append(expect_tensor(W, (L, T), f"ridge_weights({case.text})"))
     eye = lambda X: torch.eye(X.shape[1], dtype=X.dtype)                             # noqa: E731
     judge(outputs, cases, reference.ridge_weights, compared="the solution W of (X^T X + penalty I) W = X^T Y",
-          mistakes=[("that is least squares without the penalty: add penalty * I to X^T X before solving",
-                     lambda X, Y, p: torch.linalg.lstsq(X, Y).solution),
-                    ("that is least squares without the penalty: add penalty * I to X^T X before solving",
-                     lambda X, Y, p: _solve(X, Y, 0 * eye(X))),
+          mistakes=[(NO_PENALTY, lambda X, Y, p: torch.linalg.lstsq(X, Y).solution),
+                    (NO_PENALTY, lambda X, Y, p: _solve(X, Y, 0 * eye(X))),
                     ("the penalty was added to every entry of X^T X; add it on the diagonal only, "
                      "X^T X + penalty * I (torch.eye)", lambda X, Y, p: _solve(X, Y, p)),
                     ("the penalty enters as it is, X^T X + penalty * I, not squared",

@@ -27,7 +27,8 @@ def _run_tiles(step, scores, v, tile, text):
 
 def _online_cases(draw) -> list[tuple]:
     """(scores (n, S), v (S, dv), tile, words): S not a multiple of the tile, scores in the
-    hundreds, and a maximum that falls by thousands from one tile to the next."""
+    hundreds, a maximum that rises in the last tile (an acc or l left unrescaled shows on
+    every row) and one that falls by thousands from one tile to the next."""
     n, S, dv, tile = draw.int(2, 6), draw.int(9, 15), draw.int(1, 4), draw.int(3, 5)
     while S % tile == 0:
         S += 1
@@ -35,6 +36,10 @@ def _online_cases(draw) -> list[tuple]:
     cases = [(plain, draw.randn(S, dv), tile, f"scores {tuple(plain.shape)} in tiles of {tile}"),
              (plain * 400, draw.randn(S, dv), tile,
               f"scores {tuple(plain.shape)} of a few hundred, in tiles of {tile}")]
+    rising = draw.randn(n, 2 * tile + 1)
+    rising[:, -1] += 8.0                            # every row's maximum comes in its last tile
+    cases.append((rising, draw.randn(2 * tile + 1, dv), tile,
+                  f"scores {tuple(rising.shape)} whose maximum comes in the last tile of {tile}"))
     falling = draw.randn(n, 2 * tile)
     falling[:, :tile] += 5000.0                     # the first tile's maximum is thousands above the next's
     cases.append((falling, draw.randn(2 * tile, dv), tile,
@@ -71,7 +76,7 @@ def online_step(fn, draw):
                    f"{differ(got, want, 1e-9)}: p = exp(scores - m_new), l = l exp(m_old - m_new) + "
                    "sum of p, acc = acc exp(m_old - m_new) + p @ v")
     return ("running max, normaliser and output, rescaled by exp(m_old - m_new): exact, tile by tile, "
-            "also when the maximum falls by thousands")
+            "also when the maximum rises in the last tile or falls by thousands")
 
 
 def _compress_cases(draw) -> list[Case]:

@@ -273,6 +273,9 @@ def _peak_cases(draw) -> list[Case]:
         lengths = [draw.int(256, 1024) for _ in range(3)]        # d <= L / 16: the output stays small
         sizes = [(draw.int(1, 3), draw.int(1, 6), L, draw.int(8, L // 16)) for L in lengths]
         sizes[0] = (sizes[0][0], draw.other(2, 6, 4), *sizes[0][2:])                  # H != 4 once
+        # B != 2 and H != 2 once: one matrix per head, B H L^2, is then not also two for one
+        # sequence (2 H L^2) or two for one head (2 B L^2), and each mistake names itself
+        sizes[1] = (draw.other(1, 3, 2), draw.other(1, 6, 2), *sizes[1][2:])
     else:
         sizes = PEAK_SIZES
     return [Case(size, "predicted_peak_bytes({}, {}, {}, {})".format(*size)) for size in sizes]
