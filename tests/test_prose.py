@@ -68,8 +68,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "a setting: the decay gamma = 0.99 that Exercise 12.5.3 asks about",
     ("12_2_transformer", "95%"):
         "a setting: the comparison protocol's 95% paired interval, which its table's legend names",
-    ("12_4_long_sequences", "0.9"):
-        "a setting: the AR(1) coefficient of the synthetic series, x_t = 0.9 x_(t-1) + noise",
     ("12_lab_transformer_forecaster", "95%"):
         "a setting: the comparison protocol's 95% paired interval, which its table's legend names",
 }
