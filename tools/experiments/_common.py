@@ -1,12 +1,15 @@
-"""Shared pieces of the experiment scripts: learning-rate schedules by name, and
-``key=value`` options from the command line.
+"""Shared pieces of the experiment scripts: learning-rate schedules by name, 12.4's AR(1)
+series, and ``key=value`` options from the command line.
 
 Run every script from the repository root with one thread per process on a shared
 machine, e.g. ``OMP_NUM_THREADS=1 python -m tools.experiments.lab_step3 --help``.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from labsupport.compare import warmup_cosine
+from labsupport.data import Series
 
 
 def make_schedule(name: str, epochs: int):
@@ -43,3 +46,13 @@ def parse_options(items) -> dict:
         key, _, value = item.partition("=")
         out[key] = parse_value(value)
     return out
+
+
+def ar1_like(series, phi=0.9, seed=0):
+    """AR(1) values on the timestamps of ``series``, as 12.4's notebook makes them: local
+    dependence only, x_t = phi x_(t-1) + noise."""
+    noise = np.random.default_rng(seed).standard_normal(len(series.timestamps))
+    values = np.zeros(len(noise), dtype=np.float32)
+    for t in range(1, len(noise)):
+        values[t] = phi * values[t - 1] + noise[t]
+    return Series(series.timestamps, values[:, None], ("value",), "AR(1)")

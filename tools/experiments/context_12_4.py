@@ -20,19 +20,10 @@ import numpy as np
 import torch
 
 from labsupport.compare import NAIVE, RIDGE, Comparison, Trainable, compare
-from labsupport.data import HORIZON, Series, book_task, load_vic_elec
+from labsupport.data import HORIZON, book_task, load_vic_elec
 from labsupport.models import PatchTransformer
 from labsupport.report import table
-from tools.experiments._common import make_schedule
-
-
-def ar1_like(series, phi=0.9, seed=0):
-    """AR(1) values on the timestamps of ``series`` (the notebook's)."""
-    noise = np.random.default_rng(seed).standard_normal(len(series.timestamps))
-    values = np.zeros(len(noise), dtype=np.float32)
-    for t in range(1, len(noise)):
-        values[t] = phi * values[t - 1] + noise[t]
-    return Series(series.timestamps, values[:, None], ("value",), "AR(1)")
+from tools.experiments._common import ar1_like, make_schedule
 
 
 def context_run(args, series, columns, unit, days, longest):

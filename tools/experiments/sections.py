@@ -31,12 +31,12 @@ from labsupport.attention import (
     performer_attention,
 )
 from labsupport.compare import NAIVE, RIDGE, Trainable, compare
-from labsupport.data import HORIZON, LOOKBACK, Series, book_task, load_vic_elec
+from labsupport.data import HORIZON, LOOKBACK, book_task, load_vic_elec
 from labsupport.models import PatchTransformer, seasonal_naive
 from labsupport.positional import KINDS
 from labsupport.report import table
 from labsupport.train import evaluate
-from tools.experiments._common import make_schedule, parse_value
+from tools.experiments._common import ar1_like, make_schedule, parse_value
 
 
 def patch_model(args, revin, **options):
@@ -96,14 +96,6 @@ def efficient(args):
 
 
 # --- 12.4 ---------------------------------------------------------------------------------------
-
-def ar1_like(series, phi=0.9, seed=0):
-    noise = np.random.default_rng(seed).standard_normal(len(series.timestamps))
-    values = np.zeros(len(noise), dtype=np.float32)
-    for t in range(1, len(noise)):
-        values[t] = phi * values[t - 1] + noise[t]
-    return Series(series.timestamps, values[:, None], ("value",), "AR(1)")
-
 
 def context(args):
     demand = load_vic_elec()
