@@ -8,6 +8,7 @@ module, ``name/``). To add or move a module, edit its line here.
 LAYERS
 1. foundation: the standard library, NumPy and torch only
    units              how bytes and seconds read in tables and messages (format_bytes)
+   links              where the book lives: links to a section (Colab) or a page (GitHub)
    randomstate        keeping the caller's random streams (kept_random_state, set_seed)
    validation         one validator per kind of input, one message style (check_*)
    devices            where a computation runs (pick_device); the profiler's log lines muted

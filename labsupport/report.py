@@ -1,18 +1,24 @@
-"""Printing measured results the same way in every notebook: verdicts, checklists and
-small tables.
+"""Showing measured results the same way in every notebook: claims checked quietly,
+tables, and sentences that every client renders.
 
-A verdict is a claim and whether it held, on one line; the regression tests compare
-these lines, so a claim must not print hardware-dependent numbers. Whether a claim held
-is a bool (Python's or NumPy's, or a one-element bool tensor): anything else, such as
-the string ``"False"`` or a NaN, which ``bool()`` would print as True, is refused. The
-record of what executed a notebook is `labsupport.provenance`'s.
+A claim is a sentence of the text and whether this run's measurement confirms it:
+`claim` is silent when it holds and stops the cell when it does not, with the claim in
+words and the numbers it rests on, so that a reader whose machine disagrees sees which
+sentence, and the regression tests fail; `claims_checked`, in a notebook's last cell,
+counts them. Whether a claim held is a bool (Python's or NumPy's, or a one-element bool
+tensor): anything else, such as the string ``"False"`` or a NaN, which ``bool()`` would
+read as True, is refused. (`verdict` and `checklist`, which print a claim and ``True`` on
+a line, remain for scripts.) The record of what executed a notebook is
+`labsupport.provenance`'s.
 
+>>> claim("rows sum to one", True)
 >>> verdict("rows sum to one", True, width=20)
 rows sum to one      True
 """
 from __future__ import annotations
 
 import numbers
+import re
 import textwrap
 
 import numpy as np
@@ -27,8 +33,114 @@ NOTE_WIDTH = 100      # a table's notes, wrapped for the plain-text rendering
 _BOOL_FIX = "pass the comparison itself (e.g. error < 1e-4), or reduce a tensor with .all() or .any()"
 
 
+# --- claims: checked quietly ------------------------------------------------------------------
+
+class ClaimNotConfirmed(AssertionError):
+    """A claim of the text that this run's measurement did not confirm."""
+
+
+_CLAIMS: dict[str, dict] = {}      # this process's claims that held, in order: text -> numbers
+NUMBER_DIGITS = 6                  # significant digits of a float in a claim's message
+
+
+def claim(text: str, holds, **numbers) -> None:
+    """Check a claim the text makes, quietly: nothing happens when it ``holds``; when it
+    does not, the cell stops with `ClaimNotConfirmed`, whose message states the claim and
+    the ``numbers`` it rests on (each named by its keyword). Every claim that held is
+    recorded for `claims_checked`; a claim checked again replaces its record.
+
+    Write ``text`` as the prose states it, with no number that the run may change (it is
+    the same on every machine); put the measured values in ``numbers``.
+
+    >>> claim("attention's peak is below the recurrence's", 12.0 < 40.0, attention=12.0, gru=40.0)
+    >>> claim("the fitted exponent is within 0.05 of 2", abs(2.31 - 2) < 0.05, exponent=2.31)
+    Traceback (most recent call last):
+    ...
+    labsupport.report.ClaimNotConfirmed: This run did not confirm the text's claim "the fitted exponent is within 0.05 of 2": measured exponent = 2.31. If you changed the code above, that change is the likely cause; if not, this machine disagrees with the book: please report these numbers.
+    """
+    check_instance("claim's text", text, str, "the claim in words, as the text states it")
+    held = _holds(holds, f"claim {text!r}")
+    _CLAIMS.pop(text, None)
+    if not held:
+        measured = "; ".join(f"{name} = {_number_text(value)}" for name, value in numbers.items())
+        raise ClaimNotConfirmed(f"This run did not confirm the text's claim \"{text}\""
+                                + (f": measured {measured}." if measured else ".")
+                                + " If you changed the code above, that change is the likely cause; if "
+                                  "not, this machine disagrees with the book: please report these numbers.")
+    _CLAIMS[text] = dict(numbers)
+
+
+def claims_held() -> list[str]:
+    """The claims checked in this process that held, in the order first checked."""
+    return list(_CLAIMS)
+
+
+def forget_claims() -> None:
+    """Start a new record (a notebook's first cell need not: each kernel starts empty)."""
+    _CLAIMS.clear()
+
+
+def claims_checked(machine: str | None = None) -> None:
+    """Show one line counting the claims of this notebook that held on this machine, with
+    the claims listed in a folded block (HTML ``<details>``, which the book, JupyterLab,
+    VS Code and Colab render). ``machine`` (default: the device and torch version) is
+    printed in parentheses after "on this machine"; the regression tests mask it."""
+    held = claims_held()
+    if machine is None:
+        machine = _machine()
+    check_instance("machine", machine, str, "a str such as 'cpu, torch 2.13.0'")
+    noun = "claim" if len(held) == 1 else "claims"
+    line = f"{len(held)} {noun} of this section checked on this machine ({machine}), and all held."
+    items = "\n".join(f"<li>{_html_text(text)}</li>" for text in held)
+    markdown = (f"**{_md_text(line)}**\n\n<details><summary>The claims checked</summary>\n\n"
+                f"<ol>\n{items}\n</ol>\n\n</details>")
+    _show(markdown, "\n".join([line, *(f"{i}. {text}" for i, text in enumerate(held, 1))]))
+
+
+def _machine() -> str:
+    """'cpu, torch 2.13.0' or 'cuda: NVIDIA H200, torch 2.13.0' (no parentheses inside)."""
+    device = "cpu"
+    if torch.cuda.is_available():
+        device = "cuda: " + torch.cuda.get_device_name().replace("(", "").replace(")", "")
+    return f"{device}, torch {torch.__version__.split('+')[0]}"
+
+
+def _html_text(text: str) -> str:
+    """``text`` safe inside HTML: the characters HTML reads escaped ($math$ kept for MathJax)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _number_text(value) -> str:
+    """A measured value as a claim's message shows it: floats to `NUMBER_DIGITS`
+    significant digits, tensors and arrays by their values (or shape and range when long)."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+        if value.numel() > 12:
+            return (f"a {dtype_name(value.dtype)} tensor of shape {tuple(value.shape)} ranging "
+                    f"{_number_text(value.min().item())} to {_number_text(value.max().item())}")
+        value = value.tolist()
+    if isinstance(value, np.ndarray):
+        value = value.tolist() if value.size <= 12 else torch.from_numpy(value)
+        if isinstance(value, torch.Tensor):
+            return _number_text(value)
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, numbers.Integral):
+        return f"{int(value):,}"
+    if isinstance(value, numbers.Real):
+        return f"{float(value):.{NUMBER_DIGITS}g}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_number_text(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_number_text(v) for v in value) + "]"
+    return str(value)
+
+
+# --- printed verdicts and checklists (scripts) ------------------------------------------------
+
 def verdict(claim: str, holds, *, width: int = WIDTH) -> None:
-    """Print ``claim`` padded to ``width`` and whether it ``holds`` (True/False)."""
+    """Print ``claim`` padded to ``width`` and whether it ``holds`` (True/False). In a
+    notebook, prefer `claim`, which is silent when the claim holds."""
     check_instance("verdict's claim", claim, str, "a str")
     holds = _holds(holds, f"verdict {claim!r}")
     print(f"{claim:<{check_nonnegative_int('width', width)}} {holds}")
@@ -86,7 +198,8 @@ def table(headers, rows, *, formats=None, caption: str | None = None, notes=()) 
     book) a Markdown table, with ``caption`` above it and each of ``notes`` as a line under
     it; in a script the same as right-aligned plain text, the notes wrapped at
     `NOTE_WIDTH` (also the notebook output's text/plain). ``formats`` maps a column index
-    to a format spec (``"{:.1f}"``) or a callable. Every row must have one value per header;
+    to a format spec (``"{:.1f}"``) or a callable; a note that is a `Markdown` string keeps its
+    links and emphasis (others are shown as written). Every row must have one value per header;
     every row is checked and formatted before anything is shown.
 
     >>> table(["L", "ms"], [(1024, 2.81), (2048, 18.0)], formats={1: "{:.1f}"})
@@ -108,12 +221,29 @@ def table(headers, rows, *, formats=None, caption: str | None = None, notes=()) 
     _show("\n\n".join([*(["**" + _md_text(caption) + "**"] if caption else []), markdown,
                         *(_md_text(n) for n in notes)]),
           "\n".join([*([caption] if caption else []), *plain,
-                     *(textwrap.fill(n, NOTE_WIDTH, subsequent_indent="  ", break_on_hyphens=False)
+                     *(textwrap.fill(n.plain if isinstance(n, Markdown) else n, NOTE_WIDTH,
+                                     subsequent_indent="  ", break_on_hyphens=False)
                        for n in notes)]))
 
 
+class Markdown(str):
+    """A table note written in Markdown (a link, emphasis), shown as written in a notebook;
+    in plain text its links read ``text (url)``.
+
+    >>> Markdown("see [the protocol](https://example.org/p)").plain
+    'see the protocol (https://example.org/p)'
+    """
+
+    @property
+    def plain(self) -> str:
+        return re.sub(r"\[([^\]]*)\]\(([^)]*)\)", r"\1 (\2)", self)
+
+
 def _md_text(text: str) -> str:
-    """``text`` as Markdown that reads as written: HTML, emphasis and table characters escaped."""
+    """``text`` as Markdown that reads as written: HTML, emphasis and table characters escaped
+    (a `Markdown` note is kept as written)."""
+    if isinstance(text, Markdown):
+        return str(text)
     for char in "\\`*_|[]<>#":
         text = text.replace(char, "\\" + char)
     return text

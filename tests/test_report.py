@@ -1,6 +1,7 @@
 """What the notebooks show: tables and sentences as Markdown output in a notebook (every
 client renders it), the same content as plain text in a script."""
 import pytest
+import torch
 
 from labsupport import report
 
@@ -52,3 +53,84 @@ def test_say_shows_the_sentence_as_markdown_and_refuses_anything_but_text(shown,
 
 def test_in_notebook_is_false_in_a_plain_python_process():
     assert report.in_notebook() is False
+
+
+@pytest.fixture
+def fresh_claims():
+    """The claim record is the process's: start each test with an empty one, and leave one."""
+    report.forget_claims()
+    yield
+    report.forget_claims()
+
+
+def test_a_claim_that_holds_shows_nothing(fresh_claims, shown, capsys):
+    report.claim("the peak is two score matrices", 8_700_000 == 8_700_000, peak=8_700_000)
+    report.claim("time grows about as L^2", True)
+    assert shown == [] and capsys.readouterr() == ("", "")
+    assert report.claims_held() == ["the peak is two score matrices", "time grows about as L^2"]
+
+
+def test_a_claim_that_fails_stops_with_the_claim_and_its_numbers(fresh_claims):
+    with pytest.raises(report.ClaimNotConfirmed,
+                       match=r'claim "SDPA needs less memory than every approximation": measured '
+                             r'sdpa = 1\.23457e\+06; approx = \[1,000,000, 2\.5\]\. If you changed'):
+        report.claim("SDPA needs less memory than every approximation", 1234567.0 < 1e6,
+                     sdpa=1234567.0, approx=[1_000_000, 2.5])
+    assert report.claims_held() == []
+    with pytest.raises(AssertionError, match=r"measured exponent = 1\.91\b"):   # nbval's failure
+        report.claim("time exponent within 0.05 of 2", False, exponent=torch.tensor(1.91))
+
+
+def test_a_claim_refuses_what_is_not_a_bool(fresh_claims):
+    with pytest.raises(TypeError, match=r"claim 'x': holds must be a bool.*got str 'False'"):
+        report.claim("x", "False")
+    with pytest.raises(TypeError, match=r"claim's text must be the claim in words"):
+        report.claim(3, True)
+
+
+def test_long_tensors_are_summarised_in_a_claims_message(fresh_claims):
+    with pytest.raises(report.ClaimNotConfirmed,
+                       match=r"measured w = a float32 tensor of shape \(4, 5\) ranging 0 to 19\."):
+        report.claim("weights are small", False, w=torch.arange(20.0).view(4, 5))
+
+
+def test_claims_checked_counts_each_claim_once_and_lists_them_folded(fresh_claims, shown):
+    for holds in (True, True):                              # a cell run twice: one claim
+        report.claim("rows sum to one", holds)
+    report.claim("the holiday reads like a weekend", True)
+    report.claim("the ridge beats the naive forecast", True)
+    with pytest.raises(report.ClaimNotConfirmed):           # held before, fails now: not counted
+        report.claim("the ridge beats the naive forecast", False)
+    report.claims_checked(machine="cpu, torch 2.13.0")
+    [(data, _)] = shown
+    assert data["text/plain"].splitlines() == [
+        "2 claims of this section checked on this machine (cpu, torch 2.13.0), and all held.",
+        "1. rows sum to one", "2. the holiday reads like a weekend"]
+    markdown = data["text/markdown"]
+    assert markdown.startswith("**2 claims of this section checked on this machine")
+    assert "<details><summary>" in markdown and "<li>rows sum to one</li>" in markdown
+
+
+def _sanitized(text: str) -> str:
+    """``text`` as nbval compares it: with the masks of tests/nbval_sanitize.cfg applied."""
+    import configparser
+    import re
+    from pathlib import Path
+
+    masks = configparser.ConfigParser(interpolation=None)
+    masks.read(Path(__file__).with_name("nbval_sanitize.cfg"))
+    for section in masks.sections():
+        text = re.sub(masks[section]["regex"], masks[section]["replace"], text)
+    return text
+
+
+def test_the_closing_line_reads_the_same_on_every_machine(fresh_claims, shown, monkeypatch):
+    report.claim("rows sum to one", True)
+    report.claims_checked()                                          # this machine
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA GeForce RTX 3060 (Laptop)")
+    report.claims_checked()                                          # a faked card
+    (cpu, _), (gpu, _) = shown
+    assert "cuda: NVIDIA GeForce RTX 3060 Laptop, torch" in gpu["text/plain"]
+    for kind in ("text/plain", "text/markdown"):
+        assert cpu[kind] != gpu[kind] and _sanitized(cpu[kind]) == _sanitized(gpu[kind])

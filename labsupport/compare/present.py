@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import statistics
 
+from ..links import PROTOCOL
+from ..report import Markdown
 from ..report import table as print_table
 from .results import RIDGE, STOP_LABELS
 
@@ -45,7 +47,15 @@ def _row(comparison, name, metric, reference) -> dict:
         train_seconds=statistics.fmean(r.total_seconds for r in records) if records else e.fit_seconds,
         stopped=_stopped(e), budget_limited=e.budget_limited,
         settled=e.failure() is None and not e.budget_limited,
-        versus=_versus(comparison, name, reference, metric), reference=reference)
+        versus=_versus(comparison, name, reference, metric), reference=reference,
+        verdict=_verdict(comparison, name, reference, metric))
+
+
+def _verdict(comparison, name, reference, metric) -> str | None:
+    """The row's verdict against the reference in words (`Comparison.judgement`), or None."""
+    if reference is None or name == reference:
+        return None
+    return comparison.judgement(name, reference, metric)
 
 
 def rows(comparison, metric: str = "mse", reference: str | None = None) -> list:
@@ -54,7 +64,8 @@ def rows(comparison, metric: str = "mse", reference: str | None = None) -> list:
     runs, ``mae, mae_orig``, ``epochs, best_epochs`` (per run), ``seconds_per_epoch``
     (median), ``train_seconds`` (mean per run; the ridge's solve), ``stopped`` (stop reasons
     per run), ``budget_limited, settled``, ``versus`` (the `PairedTest` of model minus
-    ``reference``, or None) and ``reference`` (default: the ridge)."""
+    ``reference``, or None), ``reference`` (default: the ridge) and ``verdict`` (the row
+    against the reference in words, `Comparison.judgement`; None for the reference)."""
     comparison.label(metric)                                    # refuses an unknown metric
     reference = _reference(comparison, reference)
     return [_row(comparison, name, metric, reference) for name in comparison.entries]
@@ -94,11 +105,8 @@ def _seeds_cell(r) -> str:
     return f"{r['runs']}" + (f" (+{r['failed_runs']} failed)" if r["failed_runs"] else "")
 
 
-def _versus_cell(r) -> str:
-    if r["model"] == r["reference"]:
-        return "reference"
-    v = r["versus"]
-    return "-" if v is None else f"{v.mean:+.3f} ({v.low:+.3f} to {v.high:+.3f})"
+def _verdict_cell(r) -> str:
+    return "reference" if r["model"] == r["reference"] else (r["verdict"] or "-")
 
 
 def _number(value, spec: str, failed: bool) -> str:
@@ -112,31 +120,19 @@ def _cells(r, entry, unit) -> tuple:
     return (r["model"], f"{r['params']:,}", _seeds_cell(r), _metric_cell(r, entry),
             _number(r["mae"], ".3f", failed), *in_unit, epochs,
             _number(r["seconds_per_epoch"], ".2f", False), _number(r["train_seconds"], ".1f", False),
-            r["stopped"], _versus_cell(r))
+            r["stopped"], _verdict_cell(r))
 
 
 def _legend(comparison, metric, reference) -> list:
-    """The lines under the table: what the numbers mean, which windows, which normalisation."""
+    """The line under the table: the task, the windows, the normalisation, and a link to the
+    protocol page, where every column and the verdict rule are explained."""
     tr, va, te = (comparison.windows[k] for k in ("train", "val", "test"))
-    h = comparison.overlap
-    overlap = ("test targets do not overlap, h = 1" if h == 1
-               else f"each test window's targets overlap the next {h - 1}'s, h = {h}")
-    norm = ("instance normalisation (RevIN) on for every trained model and the ridge"
-            if comparison.revin else "no instance normalisation for any model (revin=False)")
-    unit = "" if comparison.unit is None else f"; MAE ({comparison.unit}) in the series' unit"
-    lines = [f"{comparison.label(metric)} and MAE on the standardised series (training mean and std){unit}; "
-             "mean (min-max): over the successful runs, min-max over seeds being the seed spread (a "
-             "baseline has none)."]
-    if reference is not None:
-        lines.append(f"vs reference ({reference}): the row's per-window {comparison.label(metric)} (mean "
-                     f"over seeds) minus the reference's, averaged over the {te} test windows, with its 95% "
-                     "interval (Diebold-Mariano test, Newey-West variance, Harvey-Leybourne-Newbold "
-                     f"correction; {overlap}); negative: lower error than the reference.")
-    lines += ["'A beats B' needs both: a gap of means beyond the larger seed spread, and a paired "
-              "interval that excludes 0. A model whose runs stopped at their epoch or time budget "
-              "(or Stop) is not settled: a ranking it loses could reverse with more training.",
-              f"windows{_steps_text(comparison)}: train {tr:,}, validation {va:,}, test {te:,}, the "
-              f"same for every model and baseline (the ridge is fitted on them); input: {norm}."]
+    norm = "instance normalisation (RevIN) for every model" if comparison.revin else "no RevIN"
+    versus = f"; verdicts against {reference}" if reference is not None else ""
+    line = (f"{comparison.label(metric)} on the standardised series, mean (min-max) over seeds; windows"
+            f"{_steps_text(comparison)} (train {tr:,}, validation {va:,}, test {te:,}), the same for "
+            f"every model and baseline; {norm}{versus}, by [the book's comparison protocol]({PROTOCOL}).")
+    lines = [Markdown(line)]
     if comparison.interrupted:
         lines.append("interrupted: Stop ended the comparison; the rows hold the runs that finished.")
     return lines
@@ -169,7 +165,7 @@ def table(comparison, metric: str = "mse", reference: str | None = None, *,
     unit = comparison.unit
     headers = ["model", "params", "seeds", f"{comparison.label(metric)}: mean (min-max)", "MAE",
                *([] if unit is None else [f"MAE ({unit})"]), "epochs (best)", "s/epoch", "train s",
-               "stopped", "vs reference: diff (95% CI)"]
+               "stopped", "verdict" if reference is None else f"vs {reference}"]
     failures = _failures(comparison)
     notes = (["failed (never ranked): " + "; ".join(failures)] if failures else [])
     print_table(headers, [_cells(r, comparison[r["model"]], unit) for r in found], caption=caption,

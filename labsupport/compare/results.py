@@ -4,14 +4,22 @@
 
 The rule (`Comparison.outcome`), in this order: a model with a failed run, or a non-finite
 forecast or score on any test window, is ``"failed"``; a trained model with fewer than two
-successful runs gives ``"unknown"``; two models are separated when the gap of their means
-exceeds the larger of their seed spreads (max - min over seeds; a baseline has none) AND
-the paired 95% interval of the mean per-window difference (`labsupport.compare.paired`)
-excludes zero. A model is budget-limited when a run stopped at its epoch or time budget
-or was interrupted: separated, the winner is named unless the loser was budget-limited
+successful runs gives ``"unknown"``. Then, whether the two are separated:
+
+- two trained models: when the gap of their means exceeds the larger of their seed
+  spreads (max - min over seeds) AND the paired 95% interval of the mean per-window
+  difference (`labsupport.compare.paired`) excludes zero;
+- a trained model against a baseline without seeds (the ridge, the seasonal naive: one
+  deterministic run): when every seed falls on the same side of the baseline AND the
+  paired interval excludes zero on that side. The model's own seed spread is no reason
+  for "not separated" here: the baseline has no spread to overlap it;
+- two baselines: when the paired interval excludes zero.
+
+A model is budget-limited when a run stopped at its epoch or time budget or was
+interrupted: separated, the winner is named unless the loser was budget-limited
 (``"unsettled"``: more training could reverse it); not separated, the pair is
 ``"unsettled"`` when either was budget-limited, else ``"within"``. Lower is better for
-every metric.
+every metric. `Comparison.judgement` says which case it was, in words, with the numbers.
 """
 from __future__ import annotations
 
@@ -290,9 +298,7 @@ class Comparison:
         if missing:
             return "unknown", f"{missing[0]} has no per-window test losses for the paired test"
         gap = self.mean(b, metric) - self.mean(a, metric)
-        separated = (abs(gap) > max(self.spread(a, metric), self.spread(b, metric))
-                     and self.interval(a, b, metric).excludes_zero)
-        if separated:
+        if self._separated(a, b, metric):
             loser = b if gap > 0 else a
             if self.budget_limited(loser):
                 return "unsettled", self._limit(loser)
@@ -301,6 +307,22 @@ class Comparison:
         if limited:
             return "unsettled", " and ".join(self._limit(name) for name in limited)
         return "within", ""
+
+    def _separated(self, a: str, b: str, metric: str) -> bool:
+        """Whether ``a`` and ``b`` are separated, by the case of the module doc that applies."""
+        paired = self.interval(a, b, metric)                        # a - b over the test windows
+        if not paired.excludes_zero:
+            return False
+        if self[a].trained == self[b].trained:                      # two models, or two baselines
+            spread = max(self.spread(a, metric), self.spread(b, metric))
+            return abs(self.mean(a, metric) - self.mean(b, metric)) > spread
+        model, baseline = (a, b) if self[a].trained else (b, a)
+        level, sign = self.mean(baseline, metric), (1 if paired.mean > 0 else -1) * (1 if model == a else -1)
+        return all(sign * (value - level) > 0 for value in self[model].values(metric))
+
+    def _against_baseline(self, a: str, b: str) -> bool:
+        """True when exactly one of the two is a baseline without seeds."""
+        return self[a].trained != self[b].trained
 
     def _limit(self, name: str) -> str:
         """'B stopped at its epoch budget' (or time budget, or was interrupted)."""
@@ -313,13 +335,40 @@ class Comparison:
         """The verdict line `verdict` prints; without numbers wherever a verdict is given."""
         result, why = self._judge(a, b, metric)
         label = self.label(metric)
-        return {"a": f"{a} beats {b} ({label}: beyond the seed spread and the paired test)",
-                "b": f"{b} beats {a} ({label}: beyond the seed spread and the paired test)",
-                "within": f"{a} and {b}: not separated by the seed spread and the paired test ({label})",
+        if self._against_baseline(a, b):
+            rule, apart = "every seed and the paired test", "by its seeds and the paired test"
+        else:
+            rule, apart = "beyond the seed spread and the paired test", "by the seed spread and the paired test"
+        return {"a": f"{a} beats {b} ({label}: {rule})",
+                "b": f"{b} beats {a} ({label}: {rule})",
+                "within": f"{a} and {b}: not separated {apart} ({label})",
                 "unsettled": f"{a} vs {b}: not settled at this budget ({why}; more training could "
                              f"reverse it) ({label})",
                 "unknown": f"{a} vs {b}: no verdict, {why} ({label})",
                 "failed": f"{a} vs {b}: no verdict, {why}"}[result]
+
+    def judgement(self, name: str, reference: str, metric: str = "mse") -> str:
+        """``name`` against ``reference`` in words, with the paired interval: the table's
+        verdict column. "worse: every seed; paired +0.019 to +0.044", "better: beyond the seed
+        spread; paired ...", "not separated: seeds on both sides; paired ...", "not settled at
+        this budget; paired ...", "too few seeds", "failed"."""
+        result, why = self._judge(name, reference, metric)
+        if result == "failed":
+            return "failed"
+        if result == "unknown":
+            return "too few seeds" if "seeds" in why else "no per-window losses"
+        paired = self.interval(name, reference, metric)
+        numbers = f"paired {paired.low:+.3f} to {paired.high:+.3f}"
+        if result in ("a", "b"):
+            how = ("every seed" if self._against_baseline(name, reference)
+                   else "beyond the seed spread" if self[name].trained else "paired test")
+            return f"{'better' if result == 'a' else 'worse'}: {how}; {numbers}"
+        if result == "unsettled":
+            return f"not settled at this budget; {numbers}"
+        if not paired.excludes_zero:
+            return f"not separated; {numbers}"
+        why = "seeds on both sides" if self._against_baseline(name, reference) else "within the seed spread"
+        return f"not separated: {why}; {numbers}"
 
     def beats(self, a: str, b: str, metric: str = "mse") -> bool:
         """True when the rule names ``a`` the winner over ``b`` (`outcome` is ``"a"``)."""
