@@ -39,5 +39,6 @@ LAYERS
    checks/            the exercises' self-checks, with reference answers
 apart: entry points that other programs load; they may import any layer, nothing imports them
    sphinx_provenance  gathers the notebooks' run records into "Where the numbers came from"
+   sphinx_links       points links to the repository's own documents at the book's pages
 """
 __version__ = "0.1.0"

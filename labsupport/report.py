@@ -53,10 +53,10 @@ def claim(text: str, holds, **numbers) -> None:
     the same on every machine); put the measured values in ``numbers``.
 
     >>> claim("attention's peak is below the recurrence's", 12.0 < 40.0, attention=12.0, gru=40.0)
-    >>> claim("the fitted exponent is within 0.05 of 2", abs(2.31 - 2) < 0.05, exponent=2.31)
+    >>> claim("the exponent is near 2", abs(2.31 - 2) < 0.05, exponent=2.31)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    labsupport.report.ClaimNotConfirmed: This run did not confirm the text's claim "the fitted exponent is within 0.05 of 2": measured exponent = 2.31. If you changed the code above, that change is the likely cause; if not, this machine disagrees with the book: please report these numbers.
+    labsupport.report.ClaimNotConfirmed: ... claim "the exponent is near 2": measured exponent = 2.31. ...
     """
     check_instance("claim's text", text, str, "the claim in words, as the text states it")
     held = _holds(holds, f"claim {text!r}")

@@ -40,7 +40,7 @@ class Browser:
     """One headless Chromium with one page, driven over the DevTools protocol."""
 
     def __init__(self, chromium: str, *, width: int = 1280, height: int = 1800):
-        import websocket                                  # websocket-client
+        import websocket  # websocket-client
 
         self._profile = tempfile.mkdtemp(prefix="chromium-cdp-")
         port = _free_port()

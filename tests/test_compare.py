@@ -167,9 +167,11 @@ def test_both_the_seed_spread_and_the_paired_test_must_separate(capsys):
 # against the ridge; and 12.5's Linformer, whose paired interval against full attention (a
 # trained model) excludes 0 while the gap lies inside the seed spread.
 BASELINE_CASES = {
-    "lab, 24 h": (entry("PatchTransformer", [0.104, 0.149], noise=0.05), entry(RIDGE, [0.095], False, noise=0.05)),
+    "lab, 24 h": (entry("PatchTransformer", [0.104, 0.149], noise=0.05),
+                  entry(RIDGE, [0.095], False, noise=0.05)),
     "12.3, 1,344 h": (entry("sinusoidal", [0.58, 0.97], noise=0.2), entry(NAIVE, [0.45], False, noise=0.2)),
-    "12.4, 28 days": (entry("forecaster", [0.092, 0.110], noise=0.02), entry(RIDGE, [0.084], False, noise=0.02)),
+    "12.4, 28 days": (entry("forecaster", [0.092, 0.110], noise=0.02),
+                      entry(RIDGE, [0.084], False, noise=0.02)),
 }
 
 
@@ -197,8 +199,10 @@ def test_against_a_baseline_seeds_on_both_sides_are_not_separated(capsys):
     assert capsys.readouterr().out == ("A and ridge (closed form): not separated by its seeds and the "
                                        "paired test (test MSE)\n")
     noisy = table_of(entry("A", [0.11, 0.12], noise=0.5), entry(RIDGE, [0.10], trained=False, noise=0.5))
-    assert noisy.outcome("A", RIDGE) == "within" and noisy.judgement("A", RIDGE).startswith("not separated; paired -")
-    limited = table_of(entry("A", [0.11, 0.12], stops=["epochs", "converged"]), entry(RIDGE, [0.10], trained=False))
+    assert noisy.outcome("A", RIDGE) == "within"
+    assert noisy.judgement("A", RIDGE).startswith("not separated; paired -")
+    limited = table_of(entry("A", [0.11, 0.12], stops=["epochs", "converged"]),
+                       entry(RIDGE, [0.10], trained=False))
     assert limited.outcome("A", RIDGE) == "unsettled"
     assert limited.judgement("A", RIDGE).startswith("not settled at this budget; paired +")
     assert limited.outcome(RIDGE, "A") == "unsettled"
@@ -212,7 +216,8 @@ def test_between_trained_models_a_paired_interval_inside_the_seed_spread_is_not_
     t = table_of(entry("Linformer", [0.100, 0.140]), entry("full attention", [0.095, 0.125, 0.110]))
     assert t.interval("Linformer", "full attention").excludes_zero
     assert t.outcome("Linformer", "full attention") == "within"
-    assert t.judgement("Linformer", "full attention").startswith("not separated: within the seed spread; paired +")
+    assert t.judgement("Linformer", "full attention").startswith(
+        "not separated: within the seed spread; paired +")
 
 
 def test_the_interval_is_the_paired_test_of_the_seed_mean_losses_with_the_overlap():
@@ -277,7 +282,8 @@ def test_verdict_lines_carry_no_numbers(capsys):
     outcomes = t.verdicts()
     assert set(outcomes.values()) == {"a", "b", "within", "unsettled"}
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 4 * 2 and "A beats ridge (closed form) (test MSE: every seed and the paired test)" in out
+    assert len(out) == 4 * 2
+    assert "A beats ridge (closed form) (test MSE: every seed and the paired test)" in out
     assert not any(ch.isdigit() for line in out for ch in line)
     t.verdict("A", "M", metric="mae")
     assert capsys.readouterr().out == "A beats M (test MAE: beyond the seed spread and the paired test)\n"

@@ -169,8 +169,12 @@ def test_reference_tool_writes_citations_and_the_list():
                                       '<a href="#ref-nie2023patchtst">Nie (2023)</a> patch.'),
         nbformat.v4.new_code_cell("record_run(RUN)")])
     assert update(nb, works)
-    assert '(<a href="#ref-vaswani2017attention">Vaswani et al., 2017</a>)' in nb.cells[0].source
-    assert '<a href="#ref-nie2023patchtst">Nie et al. (2023)</a> patch' in nb.cells[0].source
+    vaswani = ('(<a href="#ref-vaswani2017attention" title="Vaswani, A., Shazeer, N., Parmar, N., Uszkoreit, '
+               'J., Jones, L., Gomez, A. N., Kaiser, Ł. and Polosukhin, I. (2017). Attention Is All You Need. '
+               'Advances in Neural Information Processing Systems.">Vaswani et al., 2017</a>)')
+    assert vaswani in nb.cells[0].source
+    assert re.search(r'<a href="#ref-nie2023patchtst" title="Nie, Y\., [^"]+">Nie et al\. \(2023\)</a> patch',
+                     nb.cells[0].source)
     listing = nb.cells[1].source
     assert listing.startswith("## References") and nb.cells[2].cell_type == "code"
     assert listing.index('id="ref-nie2023patchtst"') < listing.index('id="ref-vaswani2017attention"')
@@ -179,3 +183,22 @@ def test_reference_tool_writes_citations_and_the_list():
     nb.cells[0].source += ' <a href="#ref-nosuchwork2099">?</a>'
     with pytest.raises(KeyError, match="nosuchwork2099.*references.bib"):
         update(nb, works)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_code_the_book_hides_is_folded_in_every_client(path):
+    """A cell whose input the book hides (remove-input, hide-input, remove-cell) folds in
+    JupyterLab and VS Code (jupyter.source_hidden) and Colab (cellView: form) too, written by
+    tools/book/execute_notebooks.py; the Colab setup cell stays visible everywhere but the book."""
+    from tools.book.make_student import HIDDEN_IN_BOOK, is_setup_cell
+
+    unfolded = [i for i, c in enumerate(read(path).cells)
+                if c.cell_type == "code" and set(c.metadata.get("tags", [])) & set(HIDDEN_IN_BOOK)
+                and not is_setup_cell(c)
+                and (c.metadata.get("jupyter", {}).get("source_hidden") is not True
+                     or c.metadata.get("cellView") != "form")]
+    assert not unfolded, (f"cells {unfolded} are hidden in the book but show their code in JupyterLab "
+                          "and Colab: run python -m tools.book.execute_notebooks --fold-only")
+    setup = next(c for c in read(path).cells if c.cell_type == "code")
+    assert is_setup_cell(setup) and not setup.metadata.get("jupyter", {}).get("source_hidden") \
+        and "cellView" not in setup.metadata

@@ -1,4 +1,5 @@
 import math
+import os
 import time
 
 import pytest
@@ -92,12 +93,27 @@ def test_peak_memory_is_none_while_another_profiler_runs():
     assert peak_memory(lambda: torch.ones(1000)) == 4000 and cpu_peak_supported()
 
 
+RESIDENT_CHECK = """
+import torch
+from labsupport.timing import peak_memory, peak_resident_bytes
+def fresh():
+    torch.ones(50_000_000).neg_()                                  # 200 MB, touched
+print(peak_memory(fresh), peak_resident_bytes(fresh))
+"""
+
+
 @exact_cpu_peak
 @pytest.mark.skipif(peak_resident_bytes(lambda: None) is None, reason="resident set is Linux-only")
 def test_resident_set_cross_check_agrees_on_a_large_fresh_allocation():
-    def fresh():
-        torch.ones(50_000_000).neg_()                             # 200 MB, touched
-    exact, resident = peak_memory(fresh), peak_resident_bytes(fresh)
+    # In a fresh process: the resident set is the process's, and what earlier tests of this
+    # worker touched and freed (memory the C library keeps resident) would hide the rise.
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", RESIDENT_CHECK], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    exact, resident = map(int, out.stdout.split()[-2:])
     assert exact == 200_000_000
     assert 190e6 <= resident <= exact + 8e6                        # page-granular, coarse
 

@@ -338,7 +338,8 @@ class Comparison:
         if self._against_baseline(a, b):
             rule, apart = "every seed and the paired test", "by its seeds and the paired test"
         else:
-            rule, apart = "beyond the seed spread and the paired test", "by the seed spread and the paired test"
+            rule = "beyond the seed spread and the paired test"
+            apart = "by the seed spread and the paired test"
         return {"a": f"{a} beats {b} ({label}: {rule})",
                 "b": f"{b} beats {a} ({label}: {rule})",
                 "within": f"{a} and {b}: not separated {apart} ({label})",

@@ -3,11 +3,14 @@ outputs are the ones nbval compares against.
 
     python -m tools.book.execute_notebooks                     # every notebook in chapters/
     python -m tools.book.execute_notebooks chapters/12_1_self_attention.ipynb
+    python -m tools.book.execute_notebooks --fold-only         # fold hidden cells, run nothing
 
 Each notebook runs with chapters/ as its working directory, like the book build and
 nbval. Cell timing metadata is not recorded, so a re-run changes only what changed, and
 progress bars (tqdm widgets) are dropped: a reader of the page wants the result, not a
-bar frozen at the moment the notebook was saved.
+bar frozen at the moment the notebook was saved. Every code cell whose input the book
+hides (remove-input, hide-input, remove-cell) is folded in JupyterLab, VS Code and Colab
+too (`tools.book.make_student.fold_hidden_cells`; the setup cell stays visible).
 """
 import argparse
 import re
@@ -19,6 +22,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from tools.book import stepped_polling
+from tools.book.make_student import fold_hidden_cells
 
 ROOT = Path(__file__).resolve().parents[2]
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -66,6 +70,7 @@ def execute(path: Path, timeout: int) -> float:
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
     drop_progress_bars(nb)
+    fold_hidden_cells(nb)
     nbformat.write(nb, path)
     return seconds
 
@@ -74,8 +79,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", type=Path)
     parser.add_argument("--timeout", type=int, default=900, help="seconds per cell")
+    parser.add_argument("--fold-only", action="store_true",
+                        help="fold the cells the book hides in every client; execute nothing")
     args = parser.parse_args()
     paths = args.notebooks or sorted((ROOT / "chapters").glob("*.ipynb"))
+    if args.fold_only:
+        for path in paths:
+            nb = nbformat.read(path, as_version=4)
+            if fold_hidden_cells(nb):
+                nbformat.write(nb, path)
+                print(f"{path.name}: hidden cells folded")
+        return 0
     for path in paths:
         print(f"{path.name}: executed in {execute(path.resolve(), args.timeout):.0f} s", flush=True)
     return 0

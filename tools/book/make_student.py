@@ -55,8 +55,36 @@ def fold(cell) -> None:
     """Fold a solution cell in every client: the book (tag hide-input), JupyterLab and VS Code
     (``jupyter.source_hidden``), Colab (``cellView: form``: the code hidden, a Show code link)."""
     cell.metadata["tags"] = [*[t for t in cell.metadata.get("tags", []) if t != FOLDED], FOLDED]
+    fold_code(cell)
+
+
+def fold_code(cell) -> None:
+    """Fold a code cell's input in JupyterLab and VS Code (``jupyter.source_hidden``) and in
+    Colab (``cellView: form``), as the book's tags fold or remove it there."""
     cell.metadata["jupyter"] = {**cell.metadata.get("jupyter", {}), "source_hidden": True}
     cell.metadata["cellView"] = "form"
+
+
+HIDDEN_IN_BOOK = ("remove-input", "hide-input", "remove-cell")
+
+
+def is_setup_cell(cell) -> bool:
+    """The Colab setup cell, which stays visible in every client (a student sees what it installs)."""
+    return cell.cell_type == "code" and "google.colab" in cell.source
+
+
+def fold_hidden_cells(nb) -> int:
+    """Fold, in every client, each code cell whose input the book hides (tags `HIDDEN_IN_BOOK`),
+    the setup cell excepted; return how many cells changed."""
+    changed = 0
+    for cell in nb.cells:
+        if cell.cell_type != "code" or is_setup_cell(cell):
+            continue
+        if set(cell.metadata.get("tags", [])) & set(HIDDEN_IN_BOOK):
+            before = (cell.metadata.get("jupyter", {}).get("source_hidden"), cell.metadata.get("cellView"))
+            fold_code(cell)
+            changed += before != (True, "form")
+    return changed
 
 
 def unfold(cell) -> None:

@@ -7,11 +7,14 @@ A notebook is read in JupyterLab, Colab, VS Code and nbgrader as well as in the 
 citation is plain HTML that every one of them renders: an author-year link to the entry in the
 notebook's own reference list,
 
-    ... as PatchTST does (<a href="#ref-nie2023patchtst">Nie et al., 2023</a>).
-    ... <a href="#ref-vaswani2017attention">Vaswani et al. (2017)</a> scale the scores ...
+    ... as PatchTST does (<a href="#ref-nie2023patchtst" title="Nie, Y., ...">Nie et al., 2023</a>).
+    ... <a href="#ref-vaswani2017attention" title="...">Vaswani et al. (2017)</a> scale the scores ...
 
 (the parenthetical form "Name et al., Year", the textual form "Name et al. (Year)": the tool keeps
-each form's text equal to what references.bib says). The last markdown cell, headed
+each form's text equal to what references.bib says, and writes the whole entry into the link's
+title, which every client shows when the reader hovers on the citation: JupyterLab 4 renders
+the markdown cells of a long notebook lazily, so a click may find the reference list not yet
+drawn). The last markdown cell, headed
 "## References", lists exactly the works the notebook cites, sorted by author and year, each
 with an anchor and its DOI or arXiv link where the entry has one. references.bib stays the single
 source; the book's page "Bibliography" lists every entry through sphinxcontrib-bibtex.
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import html
 import re
 import sys
 from dataclasses import dataclass
@@ -32,7 +36,7 @@ from pybtex.database import parse_file
 ROOT = Path(__file__).resolve().parents[2]
 BIB = ROOT / "references.bib"
 HEADING = "## References"
-CITATION = re.compile(r'<a href="#ref-(?P<key>[A-Za-z0-9_:-]+)">(?P<text>[^<]*)</a>')
+CITATION = re.compile(r'<a href="#ref-(?P<key>[A-Za-z0-9_:-]+)"(?: title="[^"]*")?>(?P<text>[^<]*)</a>')
 
 
 def _plain(latex: str) -> str:
@@ -62,6 +66,12 @@ class Work:
 
     def cite(self, textual: bool) -> str:
         return f"{self.names} ({self.year})" if textual else f"{self.names}, {self.year}"
+
+    def tooltip(self) -> str:
+        """The entry as plain text for a citation's title attribute (shown when the reader
+        hovers on it, in every client, also where a link within the notebook cannot scroll)."""
+        venue = f" {self.venue}." if self.venue else ""
+        return html.escape(f"{self.authors} ({self.year}). {self.title}.{venue}", quote=True)
 
     def entry(self) -> str:
         venue = f" *{self.venue}*." if self.venue else ""
@@ -127,7 +137,8 @@ def _recite(source: str, works, where: str) -> str:
         if key not in works:
             raise KeyError(f"{where}: cites {key!r}, which references.bib does not hold; add the "
                            "entry to references.bib or correct the key")
-        return f'<a href="#ref-{key}">{works[key].cite(textual=text.rstrip().endswith(")"))}</a>'
+        work, textual = works[key], text.rstrip().endswith(")")
+        return f'<a href="#ref-{key}" title="{work.tooltip()}">{work.cite(textual=textual)}</a>'
     return CITATION.sub(replace, source)
 
 
