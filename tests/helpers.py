@@ -47,6 +47,15 @@ def reference(q, k, v, allowed=None):
     return torch.einsum("...ls,...sd->...ld", scores.softmax(-1), v)          # (..., L, Dv)
 
 
+def seeded(build, seed: int = 0):
+    """``build()`` with torch's random state set to ``seed`` and then restored: a module with
+    random weights built at import time (a test table's entry) is then the same whatever was
+    imported or run before it."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return build()
+
+
 def toc_files() -> list[str]:
     """The book's pages in _toc.yml order, as paths without suffix ("intro", "chapters/12_1_...")."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())

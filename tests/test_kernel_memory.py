@@ -8,6 +8,7 @@ is its byte model, and the sub-quadratic kernels' peaks grow at most linearly.
 import pytest
 import torch
 
+from helpers import seeded
 from labsupport.attention import KERNELS, LinformerAttention, naive_attention
 from labsupport.timing import attention_inputs, cpu_peak_supported, fit_power_law, peak_memory
 
@@ -30,7 +31,8 @@ def linformer(q, k, v):
     return _LINFORMERS[k.shape[-2]](q, k, v)
 
 
-_LINFORMERS = {L: LinformerAttention(L, 64).requires_grad_(False) for L in (256, 1024, 2048, 4096)}
+_LINFORMERS = {L: seeded(lambda L=L: LinformerAttention(L, 64).requires_grad_(False))
+               for L in (256, 1024, 2048, 4096)}
 CAUSAL = {name: {"is_causal": True} for name in KERNELS}
 EVERY = {**KERNELS, "linformer": linformer}
 CAUSAL["linformer"] = {}                              # Linformer cannot be causal
