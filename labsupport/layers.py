@@ -62,6 +62,10 @@ class MultiHeadAttention(nn.Module):
     kernels, zero outside the band for ``local`` and ``longformer``. An approximate kernel
     (linear, Performer, Linformer) never forms them and raises ``ValueError``.
 
+    A mask does not hide NaN or inf: the kernel refuses non-finite q, k, v by (batch, head,
+    position) (`labsupport.validation.check_attention_inputs`), so a NaN in x is refused
+    rather than spread to every position, the causal past's included.
+
     ``is_causal`` is aligned at the bottom right: the L queries are the last L of the S
     tokens, and query i sees keys j <= i + S - L (`causal_mask(L, S, bottom_right=True)`),
     so a cached decoding step, ``mha(x[:, t:], x, is_causal=True)``, equals rows t.. of

@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 
 from .devices import pick_device
 from .randomstate import set_seed as set_seed  # lives in randomstate; notebooks import it from here
+from .validation import NonFiniteError
 
 # --- the options' ranges -------------------------------------------------------------------------
 
@@ -359,7 +360,9 @@ def _train_epoch(model, optimiser, train, batches, device, clip, epoch: int) -> 
     x_train, y_train = train
     total = 0.0
     for i, idx in enumerate(batches):
-        forecast, target = model(*_take(x_train, idx, device)), y_train[idx].to(device)
+        with _diverged_inside(f"epoch {epoch + 1}, batch {i + 1} of {len(batches)}"):
+            forecast = model(*_take(x_train, idx, device))
+        target = y_train[idx].to(device)
         if i == 0 and forecast.shape != target.shape:
             raise ValueError(f"forecast shape {tuple(forecast.shape)} != target shape {tuple(target.shape)}: "
                              "the model must forecast exactly the targets (B, T, C); check its horizon "
@@ -376,6 +379,17 @@ def _train_epoch(model, optimiser, train, batches, device, clip, epoch: int) -> 
         optimiser.step()
         total += value * len(idx)
     return total / len(y_train)
+
+
+@contextmanager
+def _diverged_inside(when: str):
+    """A kernel's `NonFiniteError` met inside the model, as a diverged run's FloatingPointError:
+    the data were checked finite, so NaN or inf activations come from the weights."""
+    try:
+        yield
+    except NonFiniteError as err:
+        raise FloatingPointError(f"the model's forward pass met {err.value} in {err.name} at {err.where} "
+                                 f"({when})") from err
 
 
 def _stop_reason(waited: int, patience: int, started: float, max_seconds) -> str:
@@ -448,7 +462,8 @@ def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, bat
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
                 seconds = time.perf_counter() - t0
-                val_loss = F.mse_loss(predict(model, x_val, device=device), y_val).item()
+                with _diverged_inside(f"validation after epoch {epoch + 1}"):
+                    val_loss = F.mse_loss(predict(model, x_val, device=device), y_val).item()
                 if not math.isfinite(val_loss):
                     raise FloatingPointError(f"validation loss is {val_loss} after epoch {epoch + 1}")
                 history.learning_rates.append(rate)

@@ -234,6 +234,60 @@ def test_dropout_p_outside_zero_one_is_refused(kernel):
         MultiHeadAttention(8, 2, dropout=-0.1)
 
 
+# --- non-finite values: a mask does not hide them, so every kernel refuses them by position ----------
+
+def _kernels_with_linformer():
+    from labsupport.attention import LinformerAttention
+    torch.manual_seed(0)
+    return {**KERNELS, "linformer": LinformerAttention(seq_len=6, k=3)}
+
+
+@pytest.mark.parametrize("name", sorted([*KERNELS, "linformer"]))
+@pytest.mark.parametrize("where, value", [("q", float("nan")), ("k", float("inf")), ("v", float("nan")),
+                                          ("v", float("-inf"))])
+def test_every_kernel_refuses_a_non_finite_input_naming_its_position(name, where, value):
+    """A NaN in a value row that a mask hides once turned every output NaN (0 x NaN = NaN), the
+    causal past's included; every kernel refuses it instead, by tensor and position."""
+    q, k, v = (t.clone() for t in qkv(6))
+    {"q": q, "k": k, "v": v}[where][1, 2, 4, 3] = value
+    kernel = _kernels_with_linformer()[name]
+    with pytest.raises(ValueError, match=rf"^{where} holds {value} at \(1, 2, 4, :\) \(batch, head, "
+                                         rf"position, :\) of {where} \(2, 3, 6, \d\): attention needs "
+                                         r"finite q, k and v, since a mask does not hide NaN or inf: "
+                                         r".*torch.nan_to_num"):
+        kernel(q, k, v)
+
+
+@pytest.mark.parametrize("name", ["naive", "sdpa", "flash", "local", "longformer", "linear", "performer"])
+def test_nan_after_t_never_silently_changes_a_causal_output_up_to_t(name):
+    """The causal property with NaN as the change: outputs up to t stay as they were, or the
+    call is refused; never a NaN in the past."""
+    q, k, v = qkv(8)
+    before = KERNELS[name](q, k, v, is_causal=True)
+    for t in range(7):
+        changed = [x.clone() for x in (q, k, v)]
+        for x in changed:
+            x[..., t + 1:, :] = float("nan")
+        try:
+            after = KERNELS[name](*changed, is_causal=True)
+        except ValueError as err:
+            assert "holds nan at" in str(err)
+            continue
+        torch.testing.assert_close(after[..., :t + 1, :], before[..., :t + 1, :])
+
+
+def test_a_transformer_block_refuses_nan_rather_than_let_the_past_read_it():
+    """In a causal block a NaN at position 4 once made positions 0-3 NaN too: a causal model
+    that looked as if it read the future."""
+    from labsupport.layers import TransformerBlock
+    torch.manual_seed(0)
+    block = TransformerBlock(8, 2, 16).eval()
+    x = torch.randn(1, 6, 8)
+    x[0, 4, 0] = float("nan")
+    with pytest.raises(ValueError, match=r"^q holds nan at \(0, 0, 4, :\) \(batch, head, position, :\)"):
+        block(x, is_causal=True)
+
+
 def test_global_tokens_as_a_bool_mask_is_refused():
     q, k, v = qkv(5)
     flags = torch.tensor([True, False, False, False, True])

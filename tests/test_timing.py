@@ -538,6 +538,32 @@ def test_stop_in_a_quiet_cost_sweep_prints_nothing_and_keeps_the_rows(capsys):
     assert [r["status"] for r in rows] == ["interrupted", "interrupted"] and capsys.readouterr().out == ""
 
 
+def test_a_sweep_checks_its_inputs_finite_once_and_times_the_kernels_without_their_check(monkeypatch):
+    """The kernels refuse NaN and inf in q, k, v with one reduction per call (on a GPU, one
+    synchronisation): the sweep checks a point's inputs once, records a non-finite one as an
+    error row naming it, and times the kernel without its own check."""
+    import labsupport.validation as validation
+    from labsupport.attention import naive_attention, sdpa
+    from labsupport.timing import cost_sweep
+    calls = []
+    checked = validation.check_finite_tensors
+    monkeypatch.setattr(validation, "check_finite_tensors",
+                        lambda *a, **kw: calls.append(1) or checked(*a, **kw))
+    [row] = cost_sweep({"sdpa": sdpa}, [16], make_inputs=_tiny_inputs, reps=3, progress=False)
+    assert row["status"] == "ok" and calls == []                    # 5 kernel calls, no check inside
+    sdpa(*_tiny_inputs(16))
+    assert calls == [1]                                             # outside a sweep the kernel checks
+
+    def holed(L):
+        q, k, v = (torch.randn(1, 1, L, 8) for _ in range(3))
+        v[0, 0, 3, 1] = float("nan")
+        return q, k, v
+    [row] = cost_sweep({"naive": naive_attention}, [16], make_inputs=holed, progress=False)
+    assert (row["status"], row["note"]) == (
+        "error", "NonFiniteError: make_inputs(16)[2] holds nan at (0, 0, 3, :) of make_inputs(16)[2] "
+                 "(1, 1, 16, 8): a sweep measures kernels on finite inputs")
+
+
 def test_cost_sweep_refuses_a_model_for_a_kernel_it_does_not_sweep():
     from labsupport.timing import cost_sweep
     kernels = {"naive": lambda q, k, v: q, "sdpa": lambda q, k, v: q}

@@ -326,6 +326,40 @@ def test_a_non_finite_loss_stops_training_with_the_best_weights_restored():
     assert torch.isfinite(model.linear.weight).all()
 
 
+class AttentionBlowsUp(nn.Module):
+    """A causal attention forecaster whose attention weights turn NaN in its ``at``-th
+    training batch (as diverging weights do): its kernel, not the loss, meets the NaN first."""
+
+    def __init__(self, at, L=12, T=3):
+        super().__init__()
+        from labsupport.layers import TransformerBlock
+        torch.manual_seed(0)
+        self.embed, self.block, self.head = nn.Linear(1, 8), TransformerBlock(8, 2, 16), nn.Linear(8 * L, T)
+        self.at, self.calls = at, 0
+
+    def forward(self, x):
+        if self.training:
+            self.calls += 1
+            if self.calls == self.at:
+                with torch.no_grad():
+                    self.block.attn.k_proj.weight.fill_(float("nan"))
+        h = self.block(self.embed(x), is_causal=True)                 # (B, L, 8)
+        return self.head(h.flatten(1))[..., None]                      # (B, T, 1)
+
+
+def test_non_finite_attention_inputs_inside_a_model_are_divergence_named_by_epoch_and_batch():
+    """The kernels refuse NaN (a NonFiniteError, a ValueError); inside fit, where the data are
+    checked finite, NaN activations mean the weights diverged: fit says so, as for a NaN loss."""
+    model = AttentionBlowsUp(at=4 * 2 + 3)                              # 4 batches an epoch
+    with pytest.raises(FloatingPointError, match=r"the model.s forward pass met nan in k at \(0, 0, 0, :\) "
+                                                 r"\(epoch 3, batch 3 of 4\): the weights of epoch \d \(best "
+                                                 r"val MSE [0-9.]+\) are restored\. Try a smaller lr") as err:
+        fit(model, toy_data(), toy_data(seed=1), epochs=10, lr=1e-2, batch_size=16, patience=10,
+            progress=False)
+    assert err.value.history.stop_reason == "diverged" and len(err.value.history.val_loss) == 2
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
 class Interrupted(Flat):
     """Raises KeyboardInterrupt (the notebook's Stop button) in its ``at``-th training batch."""
 

@@ -34,7 +34,8 @@ def naive_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=Non
     and with ``return_weights`` also the weights (..., L, S).
     ``is_causal``: query i sees keys j <= i, aligned at the top left as SDPA (`causal_mask`).
     A query with no allowed key (masked, or a bias of -inf everywhere) gets weights of zero
-    and an output of zero, as SDPA does.
+    and an output of zero, as SDPA does. NaN or inf in q, k or v is refused by position
+    (every kernel does): a mask would not hide it, since a weight of 0 times NaN is NaN.
     ``bias``: an optional float tensor broadcastable to (..., L, S), added to the
     scaled scores (ALiBi and relative position biases); ``dropout_p`` drops
     attention weights (pass 0.0 in evaluation, as for SDPA).

@@ -1,4 +1,6 @@
 """Boolean masks shared by the kernels: ``True`` = may attend (the SDPA convention).
+A mask hides keys from the softmax, not NaN or inf from the arithmetic (0 x NaN is NaN):
+the kernels refuse non-finite q, k and v instead.
 
 `causal_mask` is public; `_allowed` folds a mask and causality into one mask and
 `_at_least_2d` gives a mask or bias the (L, S) axes that tiling and SDPA index.

@@ -15,9 +15,11 @@ from ..scaling import fit_power_law
 from ..units import format_bytes
 from ..validation import (
     check_distinct_positive_ints,
+    check_finite_tensors,
     check_nonnegative_int,
     check_positive_int,
     check_positive_number,
+    checked_finite,
 )
 from .clocks import time_call
 from .peaks import free_cuda, peak_memory
@@ -152,6 +154,10 @@ def cost_sweep(kernels, lengths, *, make_inputs=None, backward=False, reps=5,
     that names no kernel of ``kernels`` raises (its budget or model would never apply), and
     every model is evaluated at every length before anything runs: each must return a
     positive finite number.
+
+    Each point's inputs are checked finite once (a NaN or inf is an ``error`` row naming it),
+    then timed and measured inside `labsupport.validation.checked_finite`: the kernels' own
+    finite check, a reduction and on a GPU a synchronisation per call, is not their cost.
 
     A point that fails does not end the sweep: an out-of-memory error is recorded as
     ``oom`` (the wall is part of the lesson), any other error as ``error`` with its type and
@@ -326,7 +332,10 @@ def _sweep_point(name, kernel, length, opts: _Options, model_bytes, flop_count, 
                 "note": f"predicted {format_bytes(predicted)} > budget {format_bytes(budget)}"}
     try:
         inputs = opts.make_inputs(length)
-        timing, peak = _measure_point(kernel, inputs, opts)
+        check_finite_tensors({f"make_inputs({length})[{i}]": t for i, t in enumerate(inputs)},
+                             why="a sweep measures kernels on finite inputs")
+        with checked_finite():                            # checked once: the kernels' checks untimed
+            timing, peak = _measure_point(kernel, inputs, opts)
     except Exception as err:                              # recorded: the rows so far are kept
         free_cuda()
         if is_out_of_memory(err):
