@@ -14,7 +14,9 @@ apply: RoPE's pairing (`RotaryEmbedding`), T5's scaled scores and buckets
 (`RelativePositionBias`), Transformer-XL's feature order (`XLRelativePosition`);
 `interleave_halves` maps the "halves" layouts other code uses onto the pairs used here.
 
-Positions are token indices by default, or any float times (irregular sampling).
+Positions are token indices by default, or any float times (irregular sampling) for the
+encodings defined on real values (sinusoidal, Time2Vec, RoPE, ALiBi); T5's buckets and
+Transformer-XL's table index whole offsets and refuse others rather than round them.
 In attention, key positions default to ``0..S-1`` and query positions to the last
 ``L`` of them, ``S-L..S-1`` (queries are the newest tokens, as with a cache).
 Calendar features of time stamps come from `labsupport.data.time_features` (also importable
@@ -168,6 +170,23 @@ def _offsets(q_pos, k_pos):
     return q_pos[..., :, None] - k_pos[..., None, :]
 
 
+def _whole(offsets: torch.Tensor, owner: str) -> torch.Tensor:
+    """``offsets`` (..., L, S) as whole numbers (long), or raise naming the first that is not
+    whole (to 1e-3: positions computed in floating point keep their whole values)."""
+    if not offsets.is_floating_point():
+        return offsets.long()
+    rounded = offsets.round()
+    off = (offsets - rounded).abs() > 1e-3
+    if bool(off.any()):
+        index = tuple(off.nonzero()[0].tolist())
+        value = offsets[index].item()
+        raise ValueError(f"{owner} reads whole offsets (query position - key position), got the offset "
+                         f"{value:.4g} at index {index} (..., query, key), which would be rounded to "
+                         f"{round(value)}; pass integer positions (token indices), or use rope, alibi, "
+                         "sinusoidal or time2vec for real-valued times")
+    return rounded.long()
+
+
 class RotaryEmbedding(AttentionPosition):
     """RoPE (Su et al., 2021): rotate each pair of query/key coordinates by an angle
     proportional to the token's position, so that ``q_m . k_n`` depends on ``m - n`` only.
@@ -275,8 +294,9 @@ def relative_position_bucket(offset: torch.Tensor, *, bidirectional: bool = Fals
     sign: T5 passes ``key - query``). ``bidirectional=False`` (T5's decoder) gives every
     key after its query (offset < 0) bucket 0, the query's own: for causal attention only.
     ``bidirectional=True`` (T5's encoder) gives keys after the query the upper half.
+    Offsets must be whole numbers (a float offset of 2.7 is refused, not rounded).
     """
-    n = offset.round().long()
+    n = _whole(offset, "relative_position_bucket")
     bucket = torch.zeros_like(n)
     if bidirectional:
         num_buckets //= 2
@@ -314,7 +334,8 @@ class RelativePositionBias(AttentionPosition):
         nn.init.normal_(self.embedding.weight, std=0.02)
 
     def bias(self, q, k, q_pos, k_pos):
-        buckets = relative_position_bucket(_offsets(q_pos, k_pos), **self.buckets)   # (..., L, S)
+        offsets = _whole(_offsets(q_pos, k_pos), "RelativePositionBias")            # (..., L, S)
+        buckets = relative_position_bucket(offsets, **self.buckets)                 # (..., L, S)
         return self.embedding(buckets).movedim(-1, -3).to(q.dtype)                  # (..., H, L, S)
 
     def check_attention(self, q_pos, k_pos, *, mask=None, is_causal=False):
@@ -361,7 +382,7 @@ class XLRelativePosition(AttentionPosition):
         self.v = nn.Parameter(torch.zeros(n_heads, head_dim))                    # position bias
 
     def bias(self, q, k, q_pos, k_pos):
-        offsets = _offsets(q_pos, k_pos).round().long()                           # (..., L, S)
+        offsets = _whole(_offsets(q_pos, k_pos), "XLRelativePosition")           # (..., L, S)
         if offsets.dim() == 3:                                                    # (B, L, S)
             offsets = offsets[:, None]                                            # (B, 1, L, S)
         low = int(offsets.min())

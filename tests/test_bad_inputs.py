@@ -603,3 +603,160 @@ def test_standardizer_names_channels_that_are_not_indices_of_its_fitted_channels
     with pytest.raises((ValueError, TypeError), match=r"channels must be a list of indices of the 2 fitted "
                                                       rf"channels \(0-1\), got {re.escape(repr(channels))}"):
         scaler.transform(np.ones((3, 1)), channels=channels)
+
+
+# --- round three: values accepted that meant nothing ----------------------------------------------
+
+@pytest.mark.parametrize("positions", [[2.7], [0, 2.5], np.array([1.5]), [np.float64(2.0)]])
+def test_global_tokens_must_be_integer_positions_not_floats_read_as_ints(positions):
+    """A float position was once truncated without a word (2.7 read as 2)."""
+    q, k, v = qkv(5)
+    with pytest.raises(TypeError, match=r"global_tokens are integer positions .*, got floats "
+                                        rf"\[(.*, )?{re.escape(str(float(np.ravel(positions)[-1])))}\]: a "
+                                        r"float would be truncated .*; pass ints"):
+        longformer_attention(q, k, v, window=1, global_tokens=positions)
+    torch.testing.assert_close(longformer_attention(q, k, v, window=1, global_tokens=np.array([0, 2])),
+                               longformer_attention(q, k, v, window=1, global_tokens=[0, 2]))
+    assert longformer_attention(q, k, v, window=1, global_tokens=[]).shape == (2, 3, 5, 6)
+
+
+@pytest.mark.parametrize("make", ["t5", "xl", "bucket"])
+def test_relative_positions_refuse_offsets_that_are_not_whole(make):
+    """T5's buckets and Transformer-XL's table index whole offsets: 2.7 was rounded to 3."""
+    from labsupport.positional import RelativePositionBias, XLRelativePosition, relative_position_bucket
+    q, k, _ = qkv(4, D=4, H=2)
+    times = torch.tensor([0.0, 1.0, 2.7, 4.0])
+    call = {"t5": lambda p: RelativePositionBias(2).bias(q, k, p, p),
+            "xl": lambda p: XLRelativePosition(2, 4).bias(q, k, p, p),
+            "bucket": lambda p: relative_position_bucket(p[:, None] - p[None, :])}[make]
+    with pytest.raises(ValueError, match=r"reads whole offsets \(query position - key position\), got the "
+                                         r"offset -2.7 at index \(0, 2\) \(\.\.\., query, key\), which would "
+                                         r"be rounded to -3; pass integer positions .* or use rope, alibi, "
+                                         r"sinusoidal or time2vec"):
+        call(times)
+    assert call(times.round()) is not None and call(torch.arange(4.0) + 1000) is not None
+
+
+def _stamps(n=5):
+    return np.datetime64("2020-01-01T00:00") + np.arange(n) * np.timedelta64(60, "m")
+
+
+def test_a_series_needs_a_channel(tmp_path):
+    with pytest.raises(ValueError, match=r"a Series needs at least one channel: values \(5, 0\), "
+                                         r"columns \(\); keep at least one column"):
+        Series(_stamps(), np.zeros((5, 0), np.float32), ())
+    series = Series(_stamps(), np.zeros((5, 2), np.float32), ("a", "b"))
+    with pytest.raises(ValueError, match=r"a Series needs at least one channel"):
+        series.select()
+    path = _write(tmp_path, "time,a\n2020-01-01T00:00,1\n")
+    with pytest.raises(ValueError, match=r"columns=\[\] selects no channel; pass the names to read, e.g. "
+                                         r"columns=\['a'\], or columns=None for all"):
+        load_csv(path, columns=[])
+    with pytest.raises(ValueError, match=r"tiny.csv line 1: header \['time'\] has no column besides the "
+                                         r"time column 'time'"):
+        load_csv(_write(tmp_path, "time\n2020-01-01T00:00\n"))
+
+
+def test_load_csv_reads_a_time_with_spaces_around_it(tmp_path):
+    """A spreadsheet's padding around a time was read before this round; then refused with
+    a generic message. Spaces around a stamp are not part of it."""
+    series = load_csv(_write(tmp_path, "time,a\n2020-01-01 00:00 ,1\n 2020-01-01T01:00,2\n"))
+    assert series.timestamps.tolist() == _stamps(2).tolist()
+
+
+def test_time_features_refuse_a_missing_time():
+    from labsupport.data import time_features
+    stamps = _stamps()
+    stamps[2] = np.datetime64("NaT")
+    with pytest.raises(ValueError, match=r"timestamps hold NaT \(a missing time\) at row 2 \(1 of 5\): "
+                                         r"calendar features of a missing time mean nothing; drop those "
+                                         r"rows or fill their times first"):
+        time_features(stamps)
+
+
+def test_time_features_read_iso_strings_as_load_csv_does():
+    from labsupport.data import time_features
+    expected = time_features(_stamps(3))
+    texts = ["2020-01-01T00:00", "2020-01-01 01:00 ", "2020-01-01T02:00:00"]
+    np.testing.assert_array_equal(time_features(np.array(texts)), expected)
+    np.testing.assert_array_equal(time_features(texts), expected)
+    with pytest.raises(ValueError, match=r"timestamps\[1\]: cannot read time 'yesterday': expected an ISO "
+                                         r"8601 date"):
+        time_features(["2020-01-01T00:00", "yesterday"])
+    with pytest.raises(TypeError, match=r"timestamps must be numpy datetime64 values or ISO 8601 "
+                                        r"strings, got int64; convert with "
+                                        r"np.asarray\(times, dtype='datetime64\[m\]'\)"):
+        time_features(np.arange(3))
+
+
+@pytest.mark.parametrize("holiday, error, message", [
+    ([0, float("nan"), 1], ValueError, r"holiday holds nan at row 1; a holiday flag is a finite number"),
+    (["no", "yes", "no"], TypeError, r"holiday must be \(T,\) numbers \(a 0/1 flag per time\), got <U3 "
+                                     r"\['no', 'yes', 'no'\]"),
+])
+def test_time_features_name_a_holiday_flag_that_is_not_a_number(holiday, error, message):
+    from labsupport.data import time_features
+    with pytest.raises(error, match=message):
+        time_features(_stamps(3), holiday)
+
+
+def test_ridge_refuses_penalty_zero_where_the_least_squares_are_singular():
+    """Penalty 0 on fewer windows than lags has no unique solution: a validation MSE in the
+    thousands was kept. It is never kept, and alone it is refused with the reason."""
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(5, 8, 1, generator=g), torch.randn(5, 2, 1, generator=g)
+    val = (torch.randn(20, 8, 1, generator=g), torch.randn(20, 2, 1, generator=g))
+    with pytest.raises(ValueError, match=r"no penalty of \(0.0,\) gives a finite validation MSE .*penalty 0 "
+                                         r"leaves the least squares singular: 5 training rows \(windows x "
+                                         r"channels\) for 8 lags and an intercept.* pass larger penalties"):
+        RidgeForecaster(lookback=8, horizon=2, penalties=[0.0]).fit((x, y), val)
+    ridge = RidgeForecaster(lookback=8, horizon=2, penalties=[0.0, 1.0]).fit((x, y), val)
+    assert ridge.penalty == 1.0 and np.isnan(ridge.validation_mse[0.0])
+
+
+@pytest.mark.parametrize("size", [1e20, 1e30, 1e38])
+def test_instance_normalisation_of_huge_values_is_that_of_their_shape(size):
+    """Values near 1e30 once overflowed the variance to inf (z = 0, forecasts NaN); the
+    normalisation is scale-free, so it gives the shape of the window at any size."""
+    norm = InstanceNorm(2, affine=False)
+    x = torch.randn(3, 12, 2, generator=torch.Generator().manual_seed(0))
+    z, stats = norm.normalise(x * size)
+    torch.testing.assert_close(z, norm.normalise(x)[0], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(norm.denormalise(z, stats) / size, x, atol=1e-4, rtol=1e-4)
+    from labsupport.models import LinearForecaster
+    torch.manual_seed(0)
+    model = LinearForecaster(lookback=12, horizon=3, channels=2, kernel_size=5, revin=True)
+    assert torch.isfinite(model(x * size)).all()
+
+
+def test_instance_normalisation_is_unchanged_for_ordinary_values():
+    norm = InstanceNorm(2, affine=False)
+    x = torch.randn(3, 12, 2, generator=torch.Generator().manual_seed(0)) * 50 + 3000
+    mean = x.mean(dim=1, keepdim=True)
+    std = (x.var(dim=1, keepdim=True, unbiased=False) + norm.eps).sqrt()
+    assert torch.equal(norm.normalise(x)[0], (x - mean) / std)        # bit for bit: outputs unchanged
+
+
+def test_evaluate_names_the_windows_that_hold_nan():
+    from labsupport.train import evaluate, window_errors
+    x, y = torch.randn(5, 12, 1), torch.randn(5, 3, 1)
+    x[2, 0, 0] = float("nan")
+    last = lambda inputs: inputs[:, -3:]                                        # noqa: E731
+    for score in (evaluate, window_errors):
+        with pytest.raises(ValueError, match=r"data inputs hold NaN or inf values in 1 window\(s\), first in "
+                                             r"window 2 of 5; drop or fill them"):
+            score(last, (x, y))
+
+
+def test_evaluate_says_which_windows_a_non_finite_forecast_covers():
+    from labsupport.train import evaluate
+    x, y = torch.randn(5, 12, 1), torch.randn(5, 3, 1)
+
+    def holes(inputs):
+        out = inputs[:, -3:].clone()
+        out[[1, 3], 0, 0] = float("nan")
+        return out
+    metrics = evaluate(holes, (x, y))
+    assert np.isnan(metrics.mse) and str(metrics).endswith(
+        "; NaN or inf forecast on 2 of 5 windows, first window 1")
+    assert "forecast" not in str(evaluate(lambda inputs: inputs[:, -3:], (x, y)))

@@ -251,6 +251,23 @@ def test_predict_in_batches():
     torch.testing.assert_close(predict(model, x, batch_size=7), predict(model, x, batch_size=64))
 
 
+@pytest.mark.parametrize("score", [evaluate, window_errors])
+@pytest.mark.parametrize("training", [True, False])
+def test_scoring_a_model_leaves_its_mode_as_it_was(score, training):
+    """evaluate scores in eval mode (no dropout) and gives the model back in the mode it came
+    in: a model in training mode once came back in eval mode. (predict, whose job is the
+    forecasts, documents that it puts a module in eval mode.)"""
+    model = Noisy().train(training)
+    score(model, toy_data(n=8))
+    assert model.training is training and all(m.training is training for m in model.modules())
+    assert not predict(model, toy_data(n=8)[0]).requires_grad and not model.training
+
+
+def test_evaluate_scores_without_dropout_whatever_the_mode():
+    model, data = Noisy().train(), toy_data(n=16)
+    assert evaluate(model, data) == evaluate(model.eval(), data)
+
+
 def test_inputs_may_be_a_tuple_passed_positionally():
     class TwoInputs(nn.Module):
         def __init__(self):
@@ -430,6 +447,19 @@ def test_seed_makes_training_reproducible_and_leaves_the_global_generators_alone
     after = generator_states()
     assert torch.equal(before[0], after[0]) and (before[1] == after[1]).all() and before[2] == after[2]
     assert torch.equal(torch.randn(3), (torch.manual_seed(7), Noisy(), torch.randn(3))[2])
+
+
+def test_numpy_numbers_train_as_the_python_numbers_they_are():
+    """fit's validator accepts and converts NumPy numbers (a seed drawn from an array, say);
+    fit then trains with the converted values: seed=np.int64(3) once raised 'an integer is
+    required' from torch after the validator had accepted it."""
+    expected = trained_weights(seed=3)
+    assert torch.equal(trained_weights(seed=np.int64(3)), expected)
+    torch.manual_seed(123)
+    model = Noisy()
+    fit(model, toy_data(), toy_data(seed=1), epochs=np.int64(3), batch_size=np.int64(16), seed=np.uint8(3),
+        lr=np.float64(1e-3), patience=np.int32(3), clip=np.float64(1.0), progress=False)
+    torch.testing.assert_close(model.linear.weight, expected)
 
 
 def test_seed_none_uses_the_global_generator():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -49,14 +50,18 @@ def longformer_mask(L: int, window: int, global_tokens, *, is_causal: bool = Fal
 
 
 def _global_index(global_tokens, L: int, device) -> torch.Tensor:
-    """Sorted, de-duplicated global positions as a long tensor (g,), each in [0, L)."""
-    if isinstance(global_tokens, torch.Tensor) and global_tokens.dtype == torch.bool:
-        raise TypeError(f"global_tokens are positions, got a bool tensor of shape "
-                        f"{tuple(global_tokens.shape)}; for a bool mask of the global positions pass "
-                        "mask.nonzero().flatten()")
-    if isinstance(global_tokens, torch.Tensor) and global_tokens.is_floating_point():
-        raise TypeError(f"global_tokens are integer positions, got dtype {global_tokens.dtype}")
-    g = torch.as_tensor(global_tokens, dtype=torch.long, device=device).reshape(-1).unique()  # (g,)
+    """Sorted, de-duplicated global positions as a long tensor (g,), each an integer in [0, L)."""
+    given = torch.as_tensor(global_tokens, device=device)                              # as given
+    if given.dtype == torch.bool:
+        raise TypeError(f"global_tokens are positions, got a bool tensor of shape {tuple(given.shape)}; for "
+                        "a bool mask of the global positions pass mask.nonzero().flatten()")
+    if given.numel() and given.is_floating_point():
+        shown = np.ravel(np.asarray(given.cpu() if isinstance(global_tokens, torch.Tensor) else global_tokens,
+                                    dtype=np.float64)).tolist()                # 2.7, not float32's 2.70000005
+        raise TypeError(f"global_tokens are integer positions (token indices in [0, {L})), got floats "
+                        f"{shown}: a float would be truncated (2.7 read as 2); pass ints, e.g. "
+                        f"{[int(p) for p in shown]} if those are the positions you mean")
+    g = given.long().reshape(-1).unique()                                              # (g,)
     if g.numel() and (g.min() < 0 or g.max() >= L):
         raise ValueError(f"global_tokens must be positions in [0, {L}) for L = {L}, got {g.tolist()}")
     return g
