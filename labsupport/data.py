@@ -115,15 +115,29 @@ class Series:
         """The part with ``start <= timestamp < stop`` (either bound may be None)."""
         keep = np.ones(len(self), dtype=bool)
         if start is not None:
-            keep &= self.timestamps >= np.datetime64(start)
+            keep &= self.timestamps >= _time("start", start)
         if stop is not None:
-            keep &= self.timestamps < np.datetime64(stop)
+            keep &= self.timestamps < _time("stop", stop)
         return Series(self.timestamps[keep], self.values[keep], self.columns, self.name)
 
     def _index(self, name: str) -> int:
         if name not in self.columns:
             raise ValueError(f"no column {name!r}; columns are {list(self.columns)}")
         return self.columns.index(name)
+
+
+def _time(name: str, value) -> np.datetime64:
+    """``value`` (an ISO string, a datetime64, a datetime) as a datetime64, or a ValueError naming
+    ``name``; NaT (a missing time) is refused, as no time compares with it."""
+    try:
+        stamp = np.datetime64(value)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"{name} must be a date or time numpy reads, such as '2014-01-01T00:00', got "
+                         f"{value!r} ({err})") from None
+    if np.isnat(stamp):
+        raise ValueError(f"{name} must be a date or time numpy reads, such as '2014-01-01T00:00', got "
+                         f"{value!r}, a missing time (NaT)")
+    return stamp
 
 
 def _check_float32_range(values: np.ndarray) -> None:
@@ -462,7 +476,8 @@ def temporal_split(series: Series, *, train_end: str = TRAIN_END, val_end: str =
     """
     context = check_nonnegative_int("context", context)
     t = series.timestamps
-    b1, b2 = np.searchsorted(t, np.datetime64(train_end)), np.searchsorted(t, np.datetime64(val_end))
+    b1, b2 = (np.searchsorted(t, _time(name, value)) for name, value in (("train_end", train_end),
+                                                                          ("val_end", val_end)))
     if not 0 < b1 < b2 < len(series):
         raise ValueError(f"borders {train_end}, {val_end} leave an empty part of {series!r}")
     if context > b1:

@@ -187,8 +187,7 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, *, dropout: float = 0.0, activation: str = "relu"):
         super().__init__()
-        check_positive_int("d_model", d_model)
-        check_positive_int("d_ff", d_ff)
+        d_model, d_ff = check_positive_int("d_model", d_model), check_positive_int("d_ff", d_ff)
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
         self.linear1 = nn.Linear(d_model, d_ff)
@@ -343,7 +342,7 @@ class TransformerEncoder(nn.Module):
     def __init__(self, d_model: int, n_heads: int, n_layers: int, d_ff: int | None = None,
                  dropout: float = 0.0, *, norm_first: bool = True, kernel="sdpa", **block_options):
         super().__init__()
-        check_positive_int("n_layers", n_layers)
+        n_layers = check_positive_int("n_layers", n_layers)
         self.layers = nn.ModuleList(
             TransformerBlock(d_model, n_heads, d_ff, dropout, norm_first=norm_first, kernel=kernel,
                              **block_options) for _ in range(n_layers))

@@ -503,8 +503,7 @@ def seasonal_naive(x: torch.Tensor, period: int, horizon: int) -> torch.Tensor:
     [3.0, 4.0, 5.0, 3.0]
     """
     check_rank("x", x, 3, "(B, L, C)")
-    check_positive_int("period", period)
-    check_positive_int("horizon", horizon)
+    period, horizon = check_positive_int("period", period), check_positive_int("horizon", horizon)
     L = x.shape[1]
     if period > L:
         raise ValueError(f"period {period} > window length {L}; x must be (B, L >= {period}, C), "

@@ -25,13 +25,14 @@ from here).
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import nn
 
 from .attention import causal_mask
 from .data import time_features  # noqa: F401  (re-exported: its old home)
-from .validation import check_positive_int
+from .validation import check_positive_int, check_positive_number
 
 # --- additive encodings ------------------------------------------------------------
 
@@ -40,7 +41,7 @@ def sinusoidal_features(positions: torch.Tensor, d_model: int, base: float = 100
 
     Math: ``PE[p, 2i] = sin(p / base^(2i/d))``, ``PE[p, 2i+1] = cos(p / base^(2i/d))``.
     """
-    check_positive_int("d_model", d_model)
+    d_model, base = check_positive_int("d_model", d_model), check_positive_number("base", base)
     if d_model % 2:
         raise ValueError(f"d_model must be even for sine/cosine pairs, got {d_model}")
     inv_freq = base ** (-torch.arange(0, d_model, 2, device=positions.device, dtype=torch.float64) / d_model)
@@ -55,7 +56,7 @@ def sinusoidal_encoding(length: int, d_model: int, base: float = 10000.0, *, dev
     >>> sinusoidal_encoding(3, 4)[0].tolist()
     [0.0, 1.0, 0.0, 1.0]
     """
-    check_positive_int("length", length)
+    length = check_positive_int("length", length)
     positions = torch.arange(length, device=device, dtype=torch.float64)
     return sinusoidal_features(positions, d_model, base).to(dtype)
 
@@ -65,7 +66,9 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def __init__(self, d_model: int, base: float = 10000.0):
         super().__init__()
-        self.d_model, self.base = d_model, base
+        self.d_model, self.base = check_positive_int("d_model", d_model), check_positive_number("base", base)
+        if self.d_model % 2:
+            raise ValueError(f"d_model must be even for sine/cosine pairs, got {d_model}")
 
     def forward(self, x, positions=None):                  # x (B, L, d_model)
         if positions is None:
@@ -82,8 +85,7 @@ class LearnedPositionalEncoding(nn.Module):
 
     def __init__(self, max_len: int, d_model: int):
         super().__init__()
-        check_positive_int("max_len", max_len)
-        self.max_len = max_len
+        self.max_len = max_len = check_positive_int("max_len", max_len)
         self.table = nn.Parameter(0.02 * torch.randn(max_len, d_model))
 
     def forward(self, x, positions=None):                  # x (B, L, d_model)
@@ -107,7 +109,7 @@ class Time2Vec(nn.Module):
 
     def __init__(self, dim: int):
         super().__init__()
-        check_positive_int("dim", dim)
+        dim = check_positive_int("dim", dim)
         self.frequency = nn.Parameter(torch.randn(dim))
         self.phase = nn.Parameter(torch.randn(dim))
 
@@ -207,7 +209,7 @@ class RotaryEmbedding(AttentionPosition):
 
     def __init__(self, head_dim: int, base: float = 10000.0):
         super().__init__()
-        check_positive_int("head_dim", head_dim)
+        head_dim, base = check_positive_int("head_dim", head_dim), check_positive_number("base", base)
         if head_dim % 2:
             raise ValueError(f"head_dim must be even to rotate pairs, got {head_dim}")
         self.head_dim, self.base = head_dim, base
@@ -240,7 +242,7 @@ def alibi_slopes(n_heads: int, *, dtype=None) -> torch.Tensor:
     >>> alibi_slopes(4).tolist()
     [0.25, 0.0625, 0.015625, 0.00390625]
     """
-    check_positive_int("n_heads", n_heads)
+    n_heads = check_positive_int("n_heads", n_heads)
 
     def geometric(n):
         start = 2.0 ** (-8.0 / n)
@@ -296,6 +298,7 @@ def relative_position_bucket(offset: torch.Tensor, *, bidirectional: bool = Fals
     ``bidirectional=True`` (T5's encoder) gives keys after the query the upper half.
     Offsets must be whole numbers (a float offset of 2.7 is refused, not rounded).
     """
+    num_buckets, max_distance = _check_buckets(num_buckets, max_distance, bidirectional)
     n = _whole(offset, "relative_position_bucket")
     bucket = torch.zeros_like(n)
     if bidirectional:
@@ -308,6 +311,24 @@ def relative_position_bucket(offset: torch.Tensor, *, bidirectional: bool = Fals
     log_ratio = torch.log(n.clamp(min=1).double() / exact) / math.log(max_distance / exact)
     large = (exact + (log_ratio * (num_buckets - exact)).long()).clamp(max=num_buckets - 1)
     return bucket + torch.where(n < exact, n, large)
+
+
+def _check_buckets(num_buckets, max_distance, bidirectional: bool) -> tuple[int, int]:
+    """T5's bucket settings as ints, or raise: at least 2 buckets per direction of offset (an
+    exact one and a logarithmic one), and a ``max_distance`` beyond the exact buckets."""
+    least = 4 if bidirectional else 2
+    if not _is_count(num_buckets) or num_buckets < least:
+        raise ValueError(f"num_buckets must be an int >= {least} (2 per direction of offset: exact, then "
+                         f"logarithmic), got {num_buckets!r}")
+    exact = (num_buckets // 2 if bidirectional else num_buckets) // 2
+    if not _is_count(max_distance) or max_distance <= exact:
+        raise ValueError(f"max_distance must be an int > {exact}, the last offset with a bucket of its own "
+                         f"(num_buckets {num_buckets}), got {max_distance!r}; T5 uses 128 with 32 buckets")
+    return int(num_buckets), int(max_distance)
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 class RelativePositionBias(AttentionPosition):
@@ -329,6 +350,7 @@ class RelativePositionBias(AttentionPosition):
     def __init__(self, n_heads: int, *, num_buckets: int = 32, max_distance: int = 128,
                  bidirectional: bool = True):
         super().__init__()
+        num_buckets, max_distance = _check_buckets(num_buckets, max_distance, bidirectional)
         self.buckets = dict(num_buckets=num_buckets, max_distance=max_distance, bidirectional=bidirectional)
         self.embedding = nn.Embedding(num_buckets, check_positive_int("n_heads", n_heads))
         nn.init.normal_(self.embedding.weight, std=0.02)

@@ -760,3 +760,81 @@ def test_evaluate_says_which_windows_a_non_finite_forecast_covers():
     assert np.isnan(metrics.mse) and str(metrics).endswith(
         "; NaN or inf forecast on 2 of 5 windows, first window 1")
     assert "forecast" not in str(evaluate(lambda inputs: inputs[:, -3:], (x, y)))
+
+
+# --- round three, neighbours: what a validator accepts is what the code then uses -------------------
+
+def test_numpy_integers_a_validator_accepted_reach_torch_as_ints():
+    """np.int64 passed every validator below, then torch refused it with its own message
+    ('split_sizes must be tuple of ints'; 'generator must be ... an int seed, got int64')."""
+    from labsupport.attention import orthogonal_random_features
+    n = np.int64
+    encoder = SegmentRecurrentEncoder(8, 2, 1, mem_len=4)
+    x = torch.randn(1, 9, 8, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(run_segments(encoder, x, n(4)), run_segments(encoder, x, 4))
+    q, k, v = qkv(6)
+    torch.testing.assert_close(performer_attention(q, k, v, num_features=8, generator=n(3)),
+                               performer_attention(q, k, v, num_features=8, generator=3))
+    torch.testing.assert_close(orthogonal_random_features(n(8), n(4), generator=n(1)),
+                               orthogonal_random_features(8, 4, generator=1))
+    with pytest.raises(TypeError, match=r"generator must be None, a torch.Generator or an int seed, "
+                                        r"got bool"):
+        performer_attention(q, k, v, num_features=8, generator=True)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: __import__("labsupport.attention", fromlist=["causal_mask"]).causal_mask(2.0), ValueError,
+     r"L must be an int >= 0, got 2.0"),
+    (lambda: __import__("labsupport.attention", fromlist=["causal_mask"]).causal_mask(4, -1), ValueError,
+     r"S must be an int >= 0, got -1"),
+    (lambda: __import__("labsupport.attention", fromlist=["band_mask"]).band_mask(4, 1.5), ValueError,
+     r"window must be an int >= 0, got 1.5"),
+    (lambda: __import__("labsupport.attention", fromlist=["band_mask"]).band_mask(4, -1), ValueError,
+     r"window must be an int >= 0, got -1"),
+])
+def test_masks_refuse_sizes_that_are_not_counts(call, error, message):
+    """band_mask(4, -1) was an empty mask and band_mask(4, 1.5) a band of 1, without a word."""
+    with pytest.raises(error, match=message):
+        call()
+
+
+@pytest.mark.parametrize("base", [0.0, -1.0, float("nan"), float("inf"), "1e4"])
+def test_sinusoidal_and_rotary_encodings_refuse_a_base_that_gives_no_frequencies(base):
+    """base 0 or below gave inf or NaN features and rotations without a word."""
+    from labsupport.positional import RotaryEmbedding, SinusoidalPositionalEncoding, sinusoidal_encoding
+    message = rf"base must be a finite number > 0, got {re.escape(repr(base))}"
+    with pytest.raises(ValueError, match=message):
+        sinusoidal_encoding(4, 8, base=base)
+    with pytest.raises(ValueError, match=message):
+        RotaryEmbedding(4, base=base)
+    with pytest.raises(ValueError, match=message):
+        SinusoidalPositionalEncoding(8, base=base)
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(num_buckets=0), r"num_buckets must be an int >= [24] \(2 per direction of offset: exact, then "
+                          r"logarithmic\), got 0"),
+    (dict(num_buckets=2, bidirectional=True), r"num_buckets must be an int >= 4 .*got 2"),
+    (dict(num_buckets=32, max_distance=16, bidirectional=False),
+     r"max_distance must be an int > 16, the last offset with a bucket of its own \(num_buckets 32\), "
+     r"got 16"),
+    (dict(num_buckets=32, max_distance=8.5, bidirectional=False),
+     r"max_distance must be an int > 16, .*got 8.5"),
+])
+def test_t5_buckets_refuse_settings_that_give_no_logarithmic_buckets(options, message):
+    """num_buckets=0 divided by zero; a max_distance below the exact buckets gave negative
+    buckets, read from the end of the table."""
+    from labsupport.positional import RelativePositionBias, relative_position_bucket
+    with pytest.raises(ValueError, match=message):
+        relative_position_bucket(torch.arange(-40, 40), **options)
+    with pytest.raises(ValueError, match=message):
+        RelativePositionBias(2, **options)
+
+
+def test_a_split_border_that_is_not_a_date_is_named(vic):
+    with pytest.raises(ValueError, match=r"train_end must be a date or time numpy reads, such as "
+                                         r"'2014-01-01T00:00', got '2014-13-01' \(Month out of range"):
+        temporal_split(vic, train_end="2014-13-01")
+    with pytest.raises(ValueError, match=r"start must be a date or time numpy reads, such as "
+                                         r"'2014-01-01T00:00', got 'yesterday'"):
+        vic.between("yesterday")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from ..validation import check_nonnegative_int
+
 
 def causal_mask(L: int, S: int | None = None, *, bottom_right: bool = False, device=None) -> torch.Tensor:
     """Boolean ``(L, S)`` mask, True where query i may attend key j, i.e. j <= i.
@@ -27,7 +29,8 @@ def causal_mask(L: int, S: int | None = None, *, bottom_right: bool = False, dev
     tensor([[1, 1, 1, 0],
             [1, 1, 1, 1]], dtype=torch.int32)
     """
-    S = L if S is None else S
+    L = check_nonnegative_int("L", L)
+    S = L if S is None else check_nonnegative_int("S", S)
     return torch.ones(L, S, dtype=torch.bool, device=device).tril(diagonal=S - L if bottom_right else 0)
 
 

@@ -33,6 +33,7 @@ def band_mask(L: int, window: int, *, is_causal: bool = False, device=None) -> t
             [0, 1, 1, 1],
             [0, 0, 1, 1]], dtype=torch.int32)
     """
+    L, window = check_nonnegative_int("L", L), check_nonnegative_int("window", window)
     pos = torch.arange(L, device=device)
     offset = pos[None, :] - pos[:, None]                                # (L, L): j - i
     return (offset >= -window) & (offset <= (0 if is_causal else window))
@@ -108,8 +109,8 @@ class _Band:
            batch: int = 1) -> "_Band":
         """The band of ``window`` over L positions; ``batch``: how many (batch x heads) rows
         share it, which sets the group size."""
-        w = min(window, L - 1)                                          # a wider window sees nothing more
-        c = min(L, max(w, 1) if block_size is None else block_size)
+        w = min(int(window), L - 1)                                     # a wider window sees nothing more
+        c = min(L, max(w, 1) if block_size is None else int(block_size))
         n, right = -(-L // c), 0 if is_causal else w
         scores = batch * n * c * (c + w + right)
         groups = min(_GROUPS, n, max(1, scores // _GROUP_SCORES))
