@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from .attention import KERNELS, causal_mask, explicit_attention, get_kernel, kernel_name, kernel_spec
-from .validation import check_dropout, check_positive_int, check_rank
+from .validation import check_bool, check_dropout, check_positive_int, check_rank
 
 _APPLIES_DROPOUT = "'sdpa' or 'naive'"        # exact kernels that drop attention weights themselves
 
@@ -118,7 +118,7 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"expected x (B, L, {self.d_model}) and context (B, S, {self.d_model}), "
                              f"got {tuple(x.shape)} and {tuple(context.shape)}")
         L, S = x.shape[1], context.shape[1]
-        if is_causal:
+        if check_bool("is_causal", is_causal):
             _check_causal(self.kernel, self.spec)
         if is_causal and L != S:                  # the queries are the newest tokens: bottom-right
             if not self.spec.mask:

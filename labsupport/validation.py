@@ -99,16 +99,17 @@ def _shape(t) -> tuple:
     return tuple(t.shape)
 
 
-def check_attention_inputs(q, k, v, mask=None, bias=None, *, scale=None, dropout_p=0.0) -> None:
+def check_attention_inputs(q, k, v, mask=None, bias=None, *, scale=None, dropout_p=0.0,
+                           is_causal=False) -> None:
     """Raise ``TypeError``/``ValueError`` unless q, k, v (and mask, bias, scale, dropout_p) fit
     one attention call.
 
     Shapes: q (..., L, D), k (..., S, D), v (..., S, Dv); mask bool and bias float, both
-    broadcastable to (..., L, S); scale None or a finite number; dropout_p a rate in [0, 1).
-    q, k and v must be finite (`NonFiniteError`, a ``ValueError``, names the first NaN or inf
-    by position): a mask does not hide a non-finite value, since its weight of 0 times NaN
-    is NaN. That check costs one reduction of each (and on a GPU one synchronisation);
-    inside `checked_finite` it is skipped.
+    broadcastable to (..., L, S); scale None or a finite number; dropout_p a rate in [0, 1);
+    is_causal a bool (a string such as "no" is truthy). q, k and v must be finite
+    (`NonFiniteError`, a ``ValueError``, names the first NaN or inf by position): a mask does
+    not hide a non-finite value, since its weight of 0 times NaN is NaN. That check costs one
+    reduction of each (and on a GPU one synchronisation); inside `checked_finite` it is skipped.
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
@@ -141,6 +142,7 @@ def check_attention_inputs(q, k, v, mask=None, bias=None, *, scale=None, dropout
     if scale is not None:
         check_finite_number("scale", scale)
     check_dropout("dropout_p", dropout_p)
+    check_bool("is_causal", is_causal)
     if not _CHECKED_FINITE.get():
         check_finite_tensors({"q": q, "k": k, "v": v}, why=_QKV_FINITE, fix=_QKV_FIX,
                              axes="batch, head, position, :" if q.dim() == 4 else "..., position, :")

@@ -838,3 +838,18 @@ def test_a_split_border_that_is_not_a_date_is_named(vic):
     with pytest.raises(ValueError, match=r"start must be a date or time numpy reads, such as "
                                          r"'2014-01-01T00:00', got 'yesterday'"):
         vic.between("yesterday")
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+@pytest.mark.parametrize("value", ["no", 1, None])
+def test_is_causal_is_a_bool_in_every_kernel_and_block(name, value):
+    """is_causal="no" is truthy: naive and flash attention ran causal without a word."""
+    q, k, v = qkv(4)
+    message = (rf"is_causal must be a bool \(True or False\), got {type(value).__name__} "
+               rf"{re.escape(repr(value))}")
+    with pytest.raises(TypeError, match=message):
+        KERNELS[name](q, k, v, is_causal=value)
+    with pytest.raises(TypeError, match=message):
+        MultiHeadAttention(8, 2, kernel=name)(torch.randn(1, 4, 8), is_causal=value)
+    torch.testing.assert_close(KERNELS[name](q, k, v, is_causal=np.True_, scale=np.float32(0.5)),
+                               KERNELS[name](q, k, v, is_causal=True, scale=0.5))

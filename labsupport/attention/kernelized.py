@@ -90,7 +90,7 @@ def linear_attention(q, k, v, *, mask=None, is_causal=False, scale=None, chunk_s
     are large, while the output, a weighted mean of the values, always fits the input
     dtype it is rounded to.
     """
-    check_attention_inputs(q, k, v, scale=scale)
+    check_attention_inputs(q, k, v, scale=scale, is_causal=is_causal)
     check_no_mask("linear_attention", mask, _NO_MASK)
     chunk_size = check_positive_int("chunk_size", chunk_size)
     work = working_dtype(q.dtype)
@@ -278,7 +278,7 @@ def performer_attention(q, k, v, *, num_features: int, mask=None, is_causal=Fals
     exponentials span more than half precision resolves; the output is rounded to the
     input dtype.
     """
-    check_attention_inputs(q, k, v, scale=scale)
+    check_attention_inputs(q, k, v, scale=scale, is_causal=is_causal)
     check_no_mask("performer_attention", mask, _NO_MASK)
     chunk_size = check_positive_int("chunk_size", chunk_size)
     if 0 in (q.shape[-2], k.shape[-2]):                                     # no query or no key

@@ -154,8 +154,9 @@ class _Band:
         return ok if mask is None else ok & _gather_mask(mask, qi, kj, L, L)
 
 
-def _check_window(name: str, q, k, v, mask, window, block_size, scale=None, dropout_p=0.0) -> None:
-    check_attention_inputs(q, k, v, mask, scale=scale, dropout_p=dropout_p)
+def _check_window(name: str, q, k, v, mask, window, block_size, scale=None, dropout_p=0.0,
+                  is_causal=False) -> None:
+    check_attention_inputs(q, k, v, mask, scale=scale, dropout_p=dropout_p, is_causal=is_causal)
     check_self_attention(name, q, k, v)
     check_nonnegative_int("window", window)
     if block_size is not None:
@@ -165,7 +166,7 @@ def _check_window(name: str, q, k, v, mask, window, block_size, scale=None, drop
 def _local_explicit(q, k, v, *, window, mask=None, is_causal=False, scale=None, block_size=None,
                     dropout_p=0.0):
     """`local_attention` with its weights: `naive_attention` under `band_mask`."""
-    _check_window("local_attention", q, k, v, mask, window, block_size, scale, dropout_p)
+    _check_window("local_attention", q, k, v, mask, window, block_size, scale, dropout_p, is_causal)
     allowed = band_mask(q.shape[-2], window, is_causal=is_causal, device=q.device)   # (L, L)
     return naive_attention(q, k, v, mask=allowed if mask is None else allowed & mask, scale=scale,
                            dropout_p=dropout_p, return_weights=True)
@@ -193,7 +194,7 @@ def local_attention(q, k, v, *, window: int, mask=None, is_causal=False, scale=N
     >>> local_attention(q, k, v, window=2).shape
     torch.Size([1, 2, 10, 4])
     """
-    _check_window("local_attention", q, k, v, mask, window, block_size, scale, dropout_p)
+    _check_window("local_attention", q, k, v, mask, window, block_size, scale, dropout_p, is_causal)
     L = q.shape[-2]
     if L == 0:                                                              # nothing to attend: (..., 0, Dv)
         return v.new_zeros(v.shape)
@@ -222,7 +223,7 @@ def _write_rows(out: torch.Tensor, chunks: torch.Tensor, start: int) -> None:
 def _longformer_explicit(q, k, v, *, window, global_tokens, mask=None, is_causal=False, scale=None,
                          block_size=None, dropout_p=0.0):
     """`longformer_attention` with its weights: `naive_attention` under `longformer_mask`."""
-    _check_window("longformer_attention", q, k, v, mask, window, block_size, scale, dropout_p)
+    _check_window("longformer_attention", q, k, v, mask, window, block_size, scale, dropout_p, is_causal)
     allowed = longformer_mask(q.shape[-2], window, global_tokens, is_causal=is_causal,
                               device=q.device)                                          # (L, L)
     return naive_attention(q, k, v, mask=allowed if mask is None else allowed & mask, scale=scale,
@@ -244,7 +245,7 @@ def longformer_attention(q, k, v, *, window: int, global_tokens, mask=None, is_c
     ``global_tokens``: positions (a list or a long tensor, each in [0, L)); ``mask`` as in
     `local_attention`. Precision as in `local_attention`: float32 for half-precision inputs.
     """
-    _check_window("longformer_attention", q, k, v, mask, window, block_size, scale, dropout_p)
+    _check_window("longformer_attention", q, k, v, mask, window, block_size, scale, dropout_p, is_causal)
     L = q.shape[-2]
     if L == 0:                                                              # nothing to attend: (..., 0, Dv)
         return v.new_zeros(v.shape)
