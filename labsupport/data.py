@@ -140,12 +140,19 @@ def _time(name: str, value) -> np.datetime64:
     return stamp
 
 
+def _check_real(values: np.ndarray) -> np.ndarray:
+    """``values`` if they hold real numbers (float, int or bool), else a TypeError with the fix."""
+    if not (np.issubdtype(values.dtype, np.floating) or np.issubdtype(values.dtype, np.integer)
+            or values.dtype == np.bool_):
+        raise TypeError(f"values must hold real numbers (float or int), got dtype {values.dtype}; "
+                        "convert with np.asarray(values, dtype=np.float32)")
+    return values
+
+
 def _check_float32_range(values: np.ndarray) -> None:
     """Raise unless ``values`` are real numbers that float32 holds (NaN and inf pass: a gap is
     a gap, and `Standardizer.fit` refuses them by name)."""
-    if not (np.issubdtype(values.dtype, np.floating) or np.issubdtype(values.dtype, np.integer)):
-        raise TypeError(f"values must hold real numbers (float or int), got dtype {values.dtype}; "
-                        "convert with np.asarray(values, dtype=np.float32)")
+    _check_real(values)
     if values.dtype == np.float32 or not np.issubdtype(values.dtype, np.floating):
         return
     size = np.abs(values)
@@ -358,12 +365,17 @@ def load_csv(path, *, time_column: str = "time", columns=None, sha256: str | Non
     if sha256 is not None:
         verify_sha256(path, sha256)
     complete = sha256 is not None or _ends_with_line_break(path)
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        reader = csv.reader(handle)
-        header = next(reader, None)
-        wanted = _header_columns(header, time_column, columns, path.name)
-        t_idx, c_idx = header.index(time_column), [header.index(c) for c in wanted]
-        stamps, texts, rows, last = _read_rows(reader, header, t_idx, c_idx, path.name)
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            reader = csv.reader(handle)
+            header = next(reader, None)
+            wanted = _header_columns(header, time_column, columns, path.name)
+            t_idx, c_idx = header.index(time_column), [header.index(c) for c in wanted]
+            stamps, texts, rows, last = _read_rows(reader, header, t_idx, c_idx, path.name)
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path.name} is not UTF-8 text (byte {err.object[err.start]:#04x} at offset "
+                         f"{err.start}); save it as UTF-8 (in Excel: CSV UTF-8), or convert it, e.g. "
+                         "iconv -f latin1 -t utf-8") from None
     if not rows:
         raise ValueError(f"{path.name}: no data rows after the header")
     if not complete:
@@ -506,7 +518,7 @@ class Standardizer:
         self.std: np.ndarray | None = None
 
     def fit(self, values) -> "Standardizer":
-        x = np.asarray(values, dtype=np.float64)
+        x = _check_real(np.asarray(values)).astype(np.float64)
         if x.ndim != 2 or len(x) < 2:
             raise ValueError(f"fit expects values (T, C) with T >= 2, got shape {x.shape}")
         bad = ~np.isfinite(x)
@@ -676,7 +688,7 @@ def make_windows(values, lookback: int, horizon: int, stride: int = 1):
     lookback, horizon, stride = (check_positive_int(arg, val) for arg, val in
                                  (("lookback", lookback), ("horizon", horizon), ("stride", stride)))
     is_torch = isinstance(values, torch.Tensor)
-    x = values.detach().cpu().numpy() if is_torch else np.asarray(values)
+    x = values.detach().cpu().numpy() if is_torch else _check_real(np.asarray(values))
     if x.ndim == 1:
         x = x[:, None]                                                  # (T, 1)
     if x.ndim != 2:
@@ -706,6 +718,9 @@ def patchify(x, patch_len: int, stride: int | None = None):
     """
     patch_len = check_positive_int("patch_len", patch_len)
     stride = patch_len if stride is None else check_positive_int("stride", stride)
+    if not np.ndim(x):
+        raise ValueError(f"x must have a last axis to cut into patches (..., L), got shape "
+                         f"{tuple(np.shape(x))}")
     L = x.shape[-1]
     if L < patch_len:
         raise ValueError(f"window length {L} (last axis of shape {tuple(x.shape)}) "

@@ -853,3 +853,35 @@ def test_is_causal_is_a_bool_in_every_kernel_and_block(name, value):
         MultiHeadAttention(8, 2, kernel=name)(torch.randn(1, 4, 8), is_causal=value)
     torch.testing.assert_close(KERNELS[name](q, k, v, is_causal=np.True_, scale=np.float32(0.5)),
                                KERNELS[name](q, k, v, is_causal=True, scale=0.5))
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: make_windows(["a", "b", "c", "d"], 2, 1), TypeError,
+     r"values must hold real numbers \(float or int\), got dtype <U1; convert with "
+     r"np.asarray\(values, dtype=np.float32\)"),
+    (lambda: Standardizer().fit(np.array([["a"], ["b"]])), TypeError,
+     r"values must hold real numbers \(float or int\), got dtype <U1"),
+    (lambda: patchify(torch.tensor(1.0), 1), ValueError,
+     r"x must have a last axis to cut into patches \(\.\.\., L\), got shape \(\)"),
+])
+def test_data_helpers_name_inputs_that_are_not_numbers_or_have_no_axis(call, error, message):
+    """numpy's 'could not convert string to float' and an IndexError, before."""
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_load_csv_names_a_file_that_is_not_utf8(tmp_path):
+    path = _write(tmp_path, "time,a\n2020-01-01T00:00,1\n")
+    path.write_bytes(path.read_bytes() + "2020-01-01T01:00,caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"tiny.csv is not UTF-8 text \(byte 0xe9 at offset \d+\); save it "
+                                         r"as UTF-8 \(in Excel: CSV UTF-8\), or convert it"):
+        load_csv(path)
+
+
+def test_cost_sweep_names_make_inputs_that_return_no_tuple():
+    from labsupport.timing import cost_sweep
+    [row] = cost_sweep({"naive": naive_attention}, [8], reps=1, progress=False,
+                       make_inputs=lambda L: torch.randn(1, 1, L, 4))
+    assert (row["status"], row["note"]) == (
+        "error", "TypeError: make_inputs(8) must return a tuple of the kernel's positional inputs, "
+                 "e.g. (q, k, v), got Tensor")

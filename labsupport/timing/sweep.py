@@ -332,6 +332,9 @@ def _sweep_point(name, kernel, length, opts: _Options, model_bytes, flop_count, 
                 "note": f"predicted {format_bytes(predicted)} > budget {format_bytes(budget)}"}
     try:
         inputs = opts.make_inputs(length)
+        if not isinstance(inputs, (tuple, list)):
+            raise TypeError(f"make_inputs({length}) must return a tuple of the kernel's positional inputs, "
+                            f"e.g. (q, k, v), got {type(inputs).__name__}")
         check_finite_tensors({f"make_inputs({length})[{i}]": t for i, t in enumerate(inputs)},
                              why="a sweep measures kernels on finite inputs")
         with checked_finite():                            # checked once: the kernels' checks untimed
