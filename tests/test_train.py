@@ -347,15 +347,15 @@ class AttentionBlowsUp(nn.Module):
     """A causal attention forecaster whose attention weights turn NaN in its ``at``-th
     training batch (as diverging weights do): its kernel, not the loss, meets the NaN first."""
 
-    def __init__(self, at, L=12, T=3):
+    def __init__(self, at, L=12, T=3, when_training=True):
         super().__init__()
         from labsupport.layers import TransformerBlock
         torch.manual_seed(0)
         self.embed, self.block, self.head = nn.Linear(1, 8), TransformerBlock(8, 2, 16), nn.Linear(8 * L, T)
-        self.at, self.calls = at, 0
+        self.at, self.calls, self.when_training = at, 0, when_training
 
     def forward(self, x):
-        if self.training:
+        if self.training == self.when_training:
             self.calls += 1
             if self.calls == self.at:
                 with torch.no_grad():
@@ -375,6 +375,11 @@ def test_non_finite_attention_inputs_inside_a_model_are_divergence_named_by_epoc
             progress=False)
     assert err.value.history.stop_reason == "diverged" and len(err.value.history.val_loss) == 2
     assert all(torch.isfinite(p).all() for p in model.parameters())
+    in_validation = AttentionBlowsUp(at=3, when_training=False)                # the third validation
+    with pytest.raises(FloatingPointError, match=r"met nan in k at \(0, 0, 0, :\) \(validation after epoch "
+                                                 r"3\): the weights of epoch \d"):
+        fit(in_validation, toy_data(), toy_data(seed=1), epochs=10, lr=1e-2, batch_size=16, patience=10,
+            progress=False)
 
 
 class Interrupted(Flat):
