@@ -71,6 +71,9 @@ class Series:
             raise TypeError(f"values must be a numpy array (T, C), got {type(self.values).__name__}; "
                             "convert with np.asarray(values, dtype=np.float32)")
         _check_float32_range(self.values)
+        if self.values.ndim == 2 and self.values.shape[1] == 0 and not len(self.columns):
+            raise ValueError(f"a Series needs at least one channel: values {self.values.shape}, columns "
+                             f"{tuple(self.columns)}; keep at least one column (e.g. select('demand_mw'))")
         if len(set(self.columns)) != len(self.columns):
             raise ValueError(f"columns must be distinct names, got {tuple(self.columns)}")
         if self.values.ndim != 2 or self.values.shape[1] != len(self.columns):
@@ -112,9 +115,9 @@ class Series:
         """The part with ``start <= timestamp < stop`` (either bound may be None)."""
         keep = np.ones(len(self), dtype=bool)
         if start is not None:
-            keep &= self.timestamps >= np.datetime64(start)
+            keep &= self.timestamps >= _time("start", start)
         if stop is not None:
-            keep &= self.timestamps < np.datetime64(stop)
+            keep &= self.timestamps < _time("stop", stop)
         return Series(self.timestamps[keep], self.values[keep], self.columns, self.name)
 
     def _index(self, name: str) -> int:
@@ -123,12 +126,33 @@ class Series:
         return self.columns.index(name)
 
 
+def _time(name: str, value) -> np.datetime64:
+    """``value`` (an ISO string, a datetime64, a datetime) as a datetime64, or a ValueError naming
+    ``name``; NaT (a missing time) is refused, as no time compares with it."""
+    try:
+        stamp = np.datetime64(value)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"{name} must be a date or time numpy reads, such as '2014-01-01T00:00', got "
+                         f"{value!r} ({err})") from None
+    if np.isnat(stamp):
+        raise ValueError(f"{name} must be a date or time numpy reads, such as '2014-01-01T00:00', got "
+                         f"{value!r}, a missing time (NaT)")
+    return stamp
+
+
+def _check_real(values: np.ndarray) -> np.ndarray:
+    """``values`` if they hold real numbers (float, int or bool), else a TypeError with the fix."""
+    if not (np.issubdtype(values.dtype, np.floating) or np.issubdtype(values.dtype, np.integer)
+            or values.dtype == np.bool_):
+        raise TypeError(f"values must hold real numbers (float or int), got dtype {values.dtype}; "
+                        "convert with np.asarray(values, dtype=np.float32)")
+    return values
+
+
 def _check_float32_range(values: np.ndarray) -> None:
     """Raise unless ``values`` are real numbers that float32 holds (NaN and inf pass: a gap is
     a gap, and `Standardizer.fit` refuses them by name)."""
-    if not (np.issubdtype(values.dtype, np.floating) or np.issubdtype(values.dtype, np.integer)):
-        raise TypeError(f"values must hold real numbers (float or int), got dtype {values.dtype}; "
-                        "convert with np.asarray(values, dtype=np.float32)")
+    _check_real(values)
     if values.dtype == np.float32 or not np.issubdtype(values.dtype, np.floating):
         return
     size = np.abs(values)
@@ -264,9 +288,10 @@ def _finest_unit(ns: int) -> int:
     return next(i for i, (_, size) in enumerate(_UNITS) if ns % size == 0)
 
 
-def _stamp_array(stamps: list[int], texts: list[str], name: str, first_line: int = 2) -> np.ndarray:
+def _stamp_array(stamps: list[int], texts: list[str], where) -> np.ndarray:
     """The stamps (nanoseconds on the file's clock) as datetime64 in the coarsest unit, from
-    minutes down to nanoseconds, that holds every one of them exactly."""
+    minutes down to nanoseconds, that holds every one of them exactly; ``where(i)`` names
+    stamp i in a message (``"tiny.csv line 5"``, ``"timestamps[3]"``)."""
     finest = max((_finest_unit(t) for t in stamps), default=0)
     unit, size = _UNITS[finest]
     ticks = [t // size for t in stamps]
@@ -274,8 +299,8 @@ def _stamp_array(stamps: list[int], texts: list[str], name: str, first_line: int
         i = next(i for i, t in enumerate(ticks) if not -(2**63) < t < 2**63)
         needs = next(j for j, t in enumerate(stamps) if _finest_unit(t) == finest)
         why = "needs nanoseconds" if i == needs else (
-            f"lies outside {_NS_RANGE}, and line {needs + first_line} ({texts[needs]!r}) needs nanoseconds")
-        raise ValueError(f"{name} line {i + first_line}: time {texts[i]!r} {why}, and datetime64[ns] reaches "
+            f"lies outside {_NS_RANGE}, and {where(needs)} ({texts[needs]!r}) needs nanoseconds")
+        raise ValueError(f"{where(i)}: time {texts[i]!r} {why}, and datetime64[ns] reaches "
                          f"only {_NS_RANGE}; round the times to microseconds")
     return np.array(ticks, dtype=np.int64).view(f"datetime64[{unit}]")
 
@@ -340,12 +365,17 @@ def load_csv(path, *, time_column: str = "time", columns=None, sha256: str | Non
     if sha256 is not None:
         verify_sha256(path, sha256)
     complete = sha256 is not None or _ends_with_line_break(path)
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        reader = csv.reader(handle)
-        header = next(reader, None)
-        wanted = _header_columns(header, time_column, columns, path.name)
-        t_idx, c_idx = header.index(time_column), [header.index(c) for c in wanted]
-        stamps, texts, rows, last = _read_rows(reader, header, t_idx, c_idx, path.name)
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            reader = csv.reader(handle)
+            header = next(reader, None)
+            wanted = _header_columns(header, time_column, columns, path.name)
+            t_idx, c_idx = header.index(time_column), [header.index(c) for c in wanted]
+            stamps, texts, rows, last = _read_rows(reader, header, t_idx, c_idx, path.name)
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path.name} is not UTF-8 text (byte {err.object[err.start]:#04x} at offset "
+                         f"{err.start}); save it as UTF-8 (in Excel: CSV UTF-8), or convert it, e.g. "
+                         "iconv -f latin1 -t utf-8") from None
     if not rows:
         raise ValueError(f"{path.name}: no data rows after the header")
     if not complete:
@@ -353,7 +383,8 @@ def load_csv(path, *, time_column: str = "time", columns=None, sha256: str | Non
                          f"({','.join(last)!r}) without a line break: it looks cut short (an "
                          "interrupted download or copy); get the whole file again, or, if this line "
                          "is complete, end the file with a line break")
-    return Series(_stamp_array(stamps, texts, path.name), np.array(rows, dtype=np.float32),
+    return Series(_stamp_array(stamps, texts, lambda i: f"{path.name} line {i + 2}"),
+                  np.array(rows, dtype=np.float32),
                   tuple(wanted), name or path.stem)
 
 
@@ -362,6 +393,12 @@ def _header_columns(header, time_column: str, columns, name: str) -> list[str]:
     if not header or time_column not in header:
         raise ValueError(f"{name} line 1: header {header} has no time column {time_column!r}")
     wanted = [c for c in header if c != time_column] if columns is None else list(columns)
+    if not wanted:
+        raise ValueError(f"columns={list(columns)} selects no channel; pass the names to read, e.g. "
+                         f"columns={[c for c in header if c != time_column][:1]}, or columns=None for all"
+                         if columns is not None else
+                         f"{name} line 1: header {header} has no column besides the time column "
+                         f"{time_column!r}: a series needs at least one channel")
     missing = [c for c in wanted if c not in header]
     if missing:
         raise ValueError(f"{name} line 1: header {header} lacks columns {missing}")
@@ -383,19 +420,36 @@ def _read_rows(reader, header, t_idx: int, c_idx: list[int], name: str):
         where = f"{name} line {line_no}"
         if len(row) != len(header):
             raise ValueError(f"{where}: {len(row)} fields, expected {len(header)} ({header})")
-        text = row[t_idx]
+        text = row[t_idx].strip()                   # spaces around a stamp are not part of it
         stamp, offset, shown = _parse_time(text, where)
-        first = first or (line_no, offset, shown)
-        if offset != first[1]:
-            has, had = f"UTC offset {shown}" if shown else "no UTC offset", first[2] or "none"
-            raise ValueError(f"{where}: time {text!r} has {has}, but line {first[0]} has {had}; load_csv "
-                             "reads one clock per file: convert the times to one offset (or to UTC) first")
+        first = first or (f"line {line_no}", offset, shown)
+        _same_clock(first, where, text, offset, shown, "load_csv reads one clock per file")
         if stamps and stamp <= stamps[-1]:
             raise ValueError(f"{where}: time {text} does not come after {texts[-1]} (line {line_no - 1})")
         stamps.append(stamp)
         texts.append(text)
         rows.append([_parse_float(row[i], where, header[i]) for i in c_idx])
     return stamps, texts, rows, row
+
+
+def _same_clock(first: tuple, where: str, text: str, offset, shown, rule: str) -> None:
+    """Raise unless a stamp's UTC offset is the first stamp's; ``first`` is (its place, offset,
+    the offset as written)."""
+    if offset != first[1]:
+        has, had = f"UTC offset {shown}" if shown else "no UTC offset", first[2] or "none"
+        raise ValueError(f"{where}: time {text!r} has {has}, but {first[0]} has {had}; {rule}: convert "
+                         "the times to one offset (or to UTC) first")
+
+
+def _parse_stamps(texts: list[str]) -> np.ndarray:
+    """ISO 8601 strings as datetime64, read as `load_csv` reads a file's times (one clock)."""
+    stamps, first = [], None
+    for i, text in enumerate(texts):
+        stamp, offset, shown = _parse_time(text, f"timestamps[{i}]")
+        first = first or (f"timestamps[{i}]", offset, shown)
+        _same_clock(first, f"timestamps[{i}]", text, offset, shown, "time_features reads one clock")
+        stamps.append(stamp)
+    return _stamp_array(stamps, texts, lambda i: f"timestamps[{i}]")
 
 
 def _ends_with_line_break(path: Path) -> bool:
@@ -434,7 +488,8 @@ def temporal_split(series: Series, *, train_end: str = TRAIN_END, val_end: str =
     """
     context = check_nonnegative_int("context", context)
     t = series.timestamps
-    b1, b2 = np.searchsorted(t, np.datetime64(train_end)), np.searchsorted(t, np.datetime64(val_end))
+    b1, b2 = (np.searchsorted(t, _time(name, value)) for name, value in (("train_end", train_end),
+                                                                          ("val_end", val_end)))
     if not 0 < b1 < b2 < len(series):
         raise ValueError(f"borders {train_end}, {val_end} leave an empty part of {series!r}")
     if context > b1:
@@ -463,7 +518,7 @@ class Standardizer:
         self.std: np.ndarray | None = None
 
     def fit(self, values) -> "Standardizer":
-        x = np.asarray(values, dtype=np.float64)
+        x = _check_real(np.asarray(values)).astype(np.float64)
         if x.ndim != 2 or len(x) < 2:
             raise ValueError(f"fit expects values (T, C) with T >= 2, got shape {x.shape}")
         bad = ~np.isfinite(x)
@@ -633,7 +688,7 @@ def make_windows(values, lookback: int, horizon: int, stride: int = 1):
     lookback, horizon, stride = (check_positive_int(arg, val) for arg, val in
                                  (("lookback", lookback), ("horizon", horizon), ("stride", stride)))
     is_torch = isinstance(values, torch.Tensor)
-    x = values.detach().cpu().numpy() if is_torch else np.asarray(values)
+    x = values.detach().cpu().numpy() if is_torch else _check_real(np.asarray(values))
     if x.ndim == 1:
         x = x[:, None]                                                  # (T, 1)
     if x.ndim != 2:
@@ -663,6 +718,9 @@ def patchify(x, patch_len: int, stride: int | None = None):
     """
     patch_len = check_positive_int("patch_len", patch_len)
     stride = patch_len if stride is None else check_positive_int("stride", stride)
+    if not np.ndim(x):
+        raise ValueError(f"x must have a last axis to cut into patches (..., L), got shape "
+                         f"{tuple(np.shape(x))}")
     L = x.shape[-1]
     if L < patch_len:
         raise ValueError(f"window length {L} (last axis of shape {tuple(x.shape)}) "
@@ -681,9 +739,11 @@ def time_features(timestamps, holiday=None) -> np.ndarray:
     or (T, 7) with the holiday flag appended.
 
     Columns: hour of day (period 24 h), day of week (7 days, Monday = 0), day of year
-    (365.25 days). Sine/cosine pairs make 23:00 and 00:00 neighbours.
+    (365.25 days). Sine/cosine pairs make 23:00 and 00:00 neighbours. ``timestamps``:
+    numpy datetime64, or ISO 8601 strings read as `load_csv` reads a file's times; a missing
+    time (NaT) is refused by row. ``holiday``: (T,) numbers, finite (a 0/1 flag).
     """
-    t = np.asarray(timestamps)
+    t = _datetimes(timestamps)
     unit = np.datetime_data(t.dtype)[0]
     unit = unit if unit in ("m", "s", "ms", "us", "ns") else "ns" if unit in ("ps", "fs", "as") else "m"
     t = t.astype(f"datetime64[{unit}]")                                  # seconds and fractions kept
@@ -698,11 +758,43 @@ def time_features(timestamps, holiday=None) -> np.ndarray:
         angle = 2 * np.pi * value / period
         columns += [np.sin(angle), np.cos(angle)]
     if holiday is not None:
-        holiday = np.asarray(holiday, dtype=np.float64)
-        if holiday.shape != hour.shape:
-            raise ValueError(f"holiday must be (T,) = {hour.shape}, got {holiday.shape}")
-        columns.append(holiday)
+        columns.append(_holiday(holiday, hour.shape))
     return np.stack(columns, axis=-1).astype(np.float32)
+
+
+def _datetimes(timestamps) -> np.ndarray:
+    """``timestamps`` as a datetime64 array without NaT: datetime64 kept, ISO 8601 strings
+    read (spaces around them dropped), anything else refused."""
+    t = np.asarray(timestamps)
+    texts = t.dtype.kind in "US" or (t.dtype == object and all(isinstance(x, str) for x in t.ravel()))
+    if texts and t.size:
+        flat = [x.decode() if isinstance(x, bytes) else str(x) for x in t.ravel()]
+        t = _parse_stamps([x.strip() for x in flat]).reshape(t.shape)
+    if not np.issubdtype(t.dtype, np.datetime64):
+        raise TypeError(f"timestamps must be numpy datetime64 values or ISO 8601 strings, got {t.dtype}; "
+                        "convert with np.asarray(times, dtype='datetime64[m]')")
+    missing = np.isnat(t)
+    if missing.any():
+        raise ValueError(f"timestamps hold NaT (a missing time) at row {int(np.argmax(missing.ravel()))} "
+                         f"({int(missing.sum())} of {t.size}): calendar features of a missing time mean "
+                         "nothing; drop those rows or fill their times first")
+    return t
+
+
+def _holiday(holiday, shape) -> np.ndarray:
+    """The holiday flags as float64 (T,), each finite, else raise naming the problem."""
+    try:
+        flags = np.asarray(holiday, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"holiday must be (T,) numbers (a 0/1 flag per time), got "
+                        f"{np.asarray(holiday).dtype} {np.ravel(holiday)[:3].tolist()}") from None
+    if flags.shape != shape:
+        raise ValueError(f"holiday must be (T,) = {shape}, got {flags.shape}")
+    if not np.isfinite(flags).all():
+        row = int(np.argmin(np.isfinite(flags)))
+        raise ValueError(f"holiday holds {flags[row]} at row {row}; a holiday flag is a finite number "
+                         "(0 or 1): fill it first")
+    return flags
 
 
 # The book's forecasting task, kept by every section: 14 days of hourly demand in,

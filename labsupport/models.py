@@ -352,8 +352,10 @@ class RidgeForecaster(Forecaster):
     without the learned affine map), like the trained models' instance normalisation.
     The weights are parameters without gradients, so parameter counts include them.
     ``penalties``: finite numbers >= 0 (default `PENALTIES`); ``eps`` > 0 keeps a constant
-    window's standard deviation above zero. A penalty whose solution is not finite (0 on
-    inputs without variance) is never kept.
+    window's standard deviation above zero. A penalty that leaves the least squares singular
+    (0 on fewer training rows than lags, or on inputs without variance) has no unique
+    solution and is never kept (its ``validation_mse`` is NaN), nor is one whose solution is
+    not finite.
 
     >>> x = torch.randn(200, 8, 1)
     >>> y = x[:, -2:] * 2.0                           # the last two steps, doubled
@@ -416,9 +418,19 @@ class RidgeForecaster(Forecaster):
         evals, evecs = torch.linalg.eigh(Xc.T @ Xc)                       # (L,), (L, L)
         projected = evecs.T @ (Xc.T @ Yc)                                 # (L, T)
         Xv, Yv, stats = self._pairs(val, "val")
+        # X^T X + penalty I singular (to float64's precision) leaves the solution not unique:
+        # penalty 0 on fewer rows than lags, or on inputs without variance. RevIN's rows all
+        # have mean 0, so one direction (the constant) is null and harmless: it is left out.
+        singular = float(evals.max().clamp_min(0)) * len(evals) * torch.finfo(torch.float64).eps
+        harmless = 1 if self.revin else 0
         best = None
         for penalty in self.penalties:
-            W = evecs @ (projected / (evals + penalty)[:, None])          # (L, T)
+            kept = evals + penalty > singular                             # (L,): directions solved for
+            if int((~kept).sum()) > harmless:
+                self.validation_mse[penalty] = math.nan                  # no unique solution: never kept
+                continue
+            scale = torch.where(kept, evals + penalty, math.inf)         # a left-out direction: 0
+            W = evecs @ (projected / scale[:, None])                      # (L, T)
             b = y_mean - x_mean @ W                                       # (T,)
             mse = self._denormalised_mse(Xv @ W + b, Yv, stats)
             self.validation_mse[penalty] = mse
@@ -426,12 +438,23 @@ class RidgeForecaster(Forecaster):
                 best = (mse, penalty, W, b)
         if best is None:
             raise ValueError(f"RidgeForecaster.fit: no penalty of {self.penalties} gives a finite validation "
-                             f"MSE (got {list(self.validation_mse.values())}); the inputs have too little "
-                             "variance for them: pass larger penalties, e.g. penalties=[1.0, 10.0]")
+                             f"MSE (got {list(self.validation_mse.values())}){self._singular_note(X)}; "
+                             "pass larger penalties, e.g. penalties=[1.0, 10.0]")
         _, self.penalty, W, b = best
         self.weight.copy_(W.T.to(self.weight.dtype))
         self.bias.copy_(b.to(self.bias.dtype))
         return self
+
+    def _singular_note(self, X) -> str:
+        """Why penalty 0 had no unique solution, for `fit`'s message ('' when it is not given)."""
+        if 0.0 not in self.penalties:
+            return "; the inputs have too little variance for them"
+        rows, lags = X.shape
+        why = (f"{rows} training rows (windows x channels) for {lags} lags and an intercept"
+               if rows <= lags - (1 if self.revin else 0) else
+               "the training inputs do not vary in every lag (e.g. constant windows)")
+        return (f"; penalty 0 leaves the least squares singular: {why}, so its solution is not unique and "
+                "its validation MSE would mean nothing")
 
     @staticmethod
     def _denormalised_mse(pred, target, stats) -> float:
@@ -480,8 +503,7 @@ def seasonal_naive(x: torch.Tensor, period: int, horizon: int) -> torch.Tensor:
     [3.0, 4.0, 5.0, 3.0]
     """
     check_rank("x", x, 3, "(B, L, C)")
-    check_positive_int("period", period)
-    check_positive_int("horizon", horizon)
+    period, horizon = check_positive_int("period", period), check_positive_int("horizon", horizon)
     L = x.shape[1]
     if period > L:
         raise ValueError(f"period {period} > window length {L}; x must be (B, L >= {period}, C), "
@@ -490,13 +512,28 @@ def seasonal_naive(x: torch.Tensor, period: int, horizon: int) -> torch.Tensor:
     return x[:, idx]                                                    # (B, T, C)
 
 
+def _power_of_four_above(x: torch.Tensor) -> torch.Tensor:
+    """Per window and channel (B, 1, C): 1 where ``|x|`` stays below the fourth root of its
+    dtype's largest number (a variance of such values cannot overflow), else the largest
+    power of 4 at or below ``max |x|`` (so the scaled values stay below 4 in size). Dividing
+    by it is exact, so the normalisation is unchanged where it is 1 and scale-free elsewhere
+    (values near 1e30 once overflowed float32 to inf)."""
+    with torch.no_grad():
+        top = x.detach().abs().amax(dim=1, keepdim=True)                        # (B, 1, C)
+        huge = top > torch.finfo(x.dtype).max ** 0.25
+        exponent = torch.floor(torch.log2(top.where(huge, 1.0)) / 2) * 2      # even: a power of 4
+        return torch.where(huge, torch.exp2(exponent), 1.0).to(x.dtype)
+
+
 class InstanceNorm(nn.Module):
     """RevIN (Kim et al., 2022): normalise each window and channel by its own mean and
     standard deviation, with a learned per-channel scale and shift (``affine=True``), and
     undo it on the forecast, so the model sees shapes rather than levels.
 
     Math: ``z = (x - mean_t x) / std_t x * w + b``; ``y = (z_out - b) / w * std + mean``
-    (w = 1, b = 0 without ``affine``, as PatchTST's scripts run it).
+    (w = 1, b = 0 without ``affine``, as PatchTST's scripts run it). Windows of huge values
+    (beyond about 1e9 in float32, whose variance could overflow) are first divided by a
+    power of 4, exactly, so z is their shape at any size.
     """
 
     def __init__(self, channels: int, eps: float = 1e-5, affine: bool = True):
@@ -508,10 +545,12 @@ class InstanceNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(channels)) if affine else None
 
     def normalise(self, x):                                     # x (B, L, C)
+        size = _power_of_four_above(x)                          # (B, 1, C): 1 unless |x| is huge
+        x = x / size                                            # exact: a power of two
         mean = x.mean(dim=1, keepdim=True)                      # (B, 1, C)
-        std = (x.var(dim=1, keepdim=True, unbiased=False) + self.eps).sqrt()
+        std = (x.var(dim=1, keepdim=True, unbiased=False) + self.eps / size ** 2).sqrt()
         z = (x - mean) / std
-        return (z if self.weight is None else z * self.weight + self.bias), (mean, std)
+        return (z if self.weight is None else z * self.weight + self.bias), (mean * size, std * size)
 
     def denormalise(self, y, stats):                            # y (B, T, C)
         mean, std = stats

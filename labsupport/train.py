@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 
 from .devices import pick_device
 from .randomstate import set_seed as set_seed  # lives in randomstate; notebooks import it from here
+from .validation import NonFiniteError
 
 # --- the options' ranges -------------------------------------------------------------------------
 
@@ -165,15 +166,16 @@ def _check_pair(name: str, pair):
     return inputs, targets
 
 
-def check_windows(name: str, pair) -> tuple:
+def check_windows(name: str, pair, *, when: str = "training") -> tuple:
     """``(inputs, targets)`` if ``pair`` holds tensors with as many windows each, all finite;
-    else raise naming ``name`` (e.g. "test") and the first window that holds NaN or inf."""
+    else raise naming ``name`` (e.g. "test") and the first window that holds NaN or inf
+    (``when``: what they must be dropped or filled before, in the message)."""
     inputs, targets = _check_pair(name, pair)
-    _check_finite(name, inputs, targets)
+    _check_finite(name, inputs, targets, when)
     return inputs, targets
 
 
-def _check_finite(name: str, inputs, targets) -> None:
+def _check_finite(name: str, inputs, targets, when: str) -> None:
     """Raise naming the tensor and its first window that holds NaN or inf."""
     tensors = {f"{name} inputs": inputs} if isinstance(inputs, torch.Tensor) else \
         {f"{name} inputs[{i}]": t for i, t in enumerate(inputs) if t is not None}
@@ -185,7 +187,7 @@ def _check_finite(name: str, inputs, targets) -> None:
         if bad.any():
             first = int(bad.nonzero()[0])
             raise ValueError(f"{label} hold NaN or inf values in {int(bad.sum())} window(s), first in "
-                             f"window {first} of {len(t)}; drop or fill them before training, e.g. "
+                             f"window {first} of {len(t)}; drop or fill them before {when}, e.g. "
                              "keep = torch.isfinite(x).flatten(1).all(1) & "
                              "torch.isfinite(y).flatten(1).all(1)")
 
@@ -359,7 +361,9 @@ def _train_epoch(model, optimiser, train, batches, device, clip, epoch: int) -> 
     x_train, y_train = train
     total = 0.0
     for i, idx in enumerate(batches):
-        forecast, target = model(*_take(x_train, idx, device)), y_train[idx].to(device)
+        with _diverged_inside(f"epoch {epoch + 1}, batch {i + 1} of {len(batches)}"):
+            forecast = model(*_take(x_train, idx, device))
+        target = y_train[idx].to(device)
         if i == 0 and forecast.shape != target.shape:
             raise ValueError(f"forecast shape {tuple(forecast.shape)} != target shape {tuple(target.shape)}: "
                              "the model must forecast exactly the targets (B, T, C); check its horizon "
@@ -376,6 +380,17 @@ def _train_epoch(model, optimiser, train, batches, device, clip, epoch: int) -> 
         optimiser.step()
         total += value * len(idx)
     return total / len(y_train)
+
+
+@contextmanager
+def _diverged_inside(when: str):
+    """A kernel's `NonFiniteError` met inside the model, as a diverged run's FloatingPointError:
+    the data were checked finite, so NaN or inf activations come from the weights."""
+    try:
+        yield
+    except NonFiniteError as err:
+        raise FloatingPointError(f"the model's forward pass met {err.value} in {err.name} at {err.where} "
+                                 f"({when})") from err
 
 
 def _stop_reason(waited: int, patience: int, started: float, max_seconds) -> str:
@@ -420,9 +435,11 @@ def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, bat
     ``max_seconds`` None or > 0 and finite; ``seed`` None or an int >= 0; never a bool for a
     number nor a float for an int.
     """
-    check_fit_options(epochs=epochs, lr=lr, batch_size=batch_size, patience=patience,
-                      weight_decay=weight_decay, clip=clip, seed=seed, max_seconds=max_seconds,
-                      progress=progress, desc=desc, schedule=schedule)
+    checked = check_fit_options(epochs=epochs, lr=lr, batch_size=batch_size, patience=patience,
+                                weight_decay=weight_decay, clip=clip, seed=seed, max_seconds=max_seconds,
+                                progress=progress, desc=desc, schedule=schedule)
+    epochs, lr, batch_size, patience, weight_decay, clip, seed, max_seconds = (checked[name] for name in (
+        "epochs", "lr", "batch_size", "patience", "weight_decay", "clip", "seed", "max_seconds"))
     x_train, y_train = check_windows("train", train)
     x_val, y_val = check_windows("val", val)
     if y_val.shape[1:] != y_train.shape[1:]:
@@ -448,7 +465,8 @@ def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, bat
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
                 seconds = time.perf_counter() - t0
-                val_loss = F.mse_loss(predict(model, x_val, device=device), y_val).item()
+                with _diverged_inside(f"validation after epoch {epoch + 1}"):
+                    val_loss = F.mse_loss(predict(model, x_val, device=device), y_val).item()
                 if not math.isfinite(val_loss):
                     raise FloatingPointError(f"validation loss is {val_loss} after epoch {epoch + 1}")
                 history.learning_rates.append(rate)
@@ -503,12 +521,13 @@ class Metrics:
     mse_orig: float | None = None
     mae_orig: float | None = None
     unit: str = ""
+    nonfinite: str = ""       # which windows a NaN or inf forecast covers ('' when none)
 
     def __str__(self) -> str:
         text = f"MSE {self.mse:.4f}, MAE {self.mae:.4f} (scaled)"
         if self.mse_orig is not None:
             text += f"; MSE {self.mse_orig:,.0f} {self.unit}^2, MAE {self.mae_orig:,.1f} {self.unit}"
-        return text
+        return text + (f"; {self.nonfinite}" if self.nonfinite else "")
 
 
 def evaluate(model, data, *, scaler=None, channels=None, unit: str = "MW", batch_size: int = 1024,
@@ -518,14 +537,27 @@ def evaluate(model, data, *, scaler=None, channels=None, unit: str = "MW", batch
     MSE and MAE are computed on the scaled values (as the forecasting literature
     reports them) and, given the fitted ``scaler``, in the original unit; ``channels``
     picks the scaler's statistics for the target channels (e.g. ``[0]`` for demand).
+    ``data`` must be finite (the first window with NaN or inf is named); a forecast that is
+    not gives NaN or inf metrics, and ``nonfinite`` says on which windows. A module is
+    scored in eval mode and left in the mode it came in.
     """
     forecast, targets = _forecast(model, data, batch_size, device)
     error = forecast - targets
-    metrics = {"mse": error.pow(2).mean().item(), "mae": error.abs().mean().item()}
+    metrics = {"mse": error.pow(2).mean().item(), "mae": error.abs().mean().item(),
+               "nonfinite": _nonfinite_windows(forecast)}
     if scaler is not None:
         orig = scaler.inverse_transform(forecast, channels) - scaler.inverse_transform(targets, channels)
         metrics.update(mse_orig=orig.pow(2).mean().item(), mae_orig=orig.abs().mean().item(), unit=unit)
     return Metrics(**metrics)
+
+
+def _nonfinite_windows(forecast) -> str:
+    """'NaN or inf forecast on 2 of 37 windows, first window 4', or '' when all is finite."""
+    bad = ~torch.isfinite(forecast.reshape(len(forecast), -1)).all(dim=1)         # (N,)
+    if not bool(bad.any()):
+        return ""
+    return (f"NaN or inf forecast on {int(bad.sum())} of {len(bad)} windows, first window "
+            f"{int(bad.nonzero()[0])}")
 
 
 def window_errors(model, data, *, scaler=None, channels=None, batch_size: int = 1024,
@@ -548,9 +580,16 @@ def window_errors(model, data, *, scaler=None, channels=None, batch_size: int = 
 
 
 def _forecast(model, data, batch_size, device) -> tuple:
-    """(forecast, targets) on ``data``, refused unless the forecast has the targets' shape."""
-    inputs, targets = _check_pair("data", data)
-    forecast = predict(model, inputs, batch_size=batch_size, device=device)
+    """(forecast, targets) on ``data`` (finite, its windows checked by name), refused unless the
+    forecast has the targets' shape. A module is scored in eval mode and given back in the
+    mode it came in."""
+    inputs, targets = check_windows("data", data, when="scoring")
+    modes = {m: m.training for m in model.modules()} if isinstance(model, nn.Module) else {}
+    try:
+        forecast = predict(model, inputs, batch_size=batch_size, device=device)
+    finally:
+        for module, training in modes.items():
+            module.training = training
     if forecast.shape != targets.shape:
         raise ValueError(f"forecast shape {tuple(forecast.shape)} != target shape {tuple(targets.shape)}: "
                          "the model must forecast exactly the targets (N, T, C); check its horizon and "

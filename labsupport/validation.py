@@ -6,6 +6,8 @@ got (2, 4, 128, 64), (2, 4, 128, 32), (2, 4, 128, 32)``.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import numbers
 
@@ -15,16 +17,99 @@ import torch
 QKV_LEGEND = "expected q (B,H,L,D), k (B,H,S,D), v (B,H,S,Dv)"
 
 
+class NonFiniteError(ValueError, FloatingPointError):
+    """A tensor holds NaN or inf where only finite values make sense. A ``ValueError`` (a bad
+    value, refused by name); also a ``FloatingPointError``, so that `labsupport.train.fit`
+    reads it as divergence when it comes from inside a model (its data are checked finite,
+    so non-finite activations mean non-finite weights). ``name``, ``where`` (the position as
+    printed, e.g. ``(0, 2, 5, :)``) and ``value`` say what was found where."""
+
+    def __init__(self, message: str, *, name: str = "", where: str = "", value: float = math.nan):
+        super().__init__(message)
+        self.name, self.where, self.value = name, where, value
+
+
+def check_finite_tensors(tensors: dict, *, axes: str = "", why: str = "", fix: str = "") -> None:
+    """Raise `NonFiniteError` unless every tensor of ``tensors`` (name -> tensor, on one
+    device) holds only finite values, naming the first NaN or inf by tensor and position
+    (the last axis shown as ``:``), what ``axes`` the position indexes (e.g. ``"batch, head,
+    position, :"``), ``why`` the values must be finite and the ``fix``.
+
+    Cost: one reduction per tensor and one look at its result when all is finite (NaN or inf
+    anywhere makes the sum of the sums non-finite; a sum that merely overflows sends the
+    check to look element by element).
+
+    >>> check_finite_tensors({"v": torch.tensor([[1.0, 2.0], [float("nan"), 0.0]])})
+    Traceback (most recent call last):
+    ...
+    labsupport.validation.NonFiniteError: v holds nan at (1, :) of v (2, 2)
+    """
+    floats = {name: t.detach() for name, t in tensors.items()
+              if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()}
+    if not floats:
+        return
+    with torch.no_grad():
+        device = next(iter(floats.values())).device
+        if bool(torch.stack([t.sum().float().to(device) for t in floats.values()]).sum().isfinite()):
+            return
+        found = _first_non_finite(floats)
+    if found is None:                                         # finite values whose sum overflowed
+        return
+    name, t, index = found
+    value, where = t[index].item(), "(" + ", ".join([*map(str, index[:-1]), ":"]) + ")"
+    message = f"{name} holds {value} at {where}{f' ({axes})' if axes else ''} of {name} {_shape(t)}"
+    message += "".join(f"{sep}{text}" for sep, text in ((": ", why), ("; ", fix)) if text)
+    raise NonFiniteError(message, name=name, where=where, value=value)
+
+
+def _first_non_finite(tensors: dict):
+    """(name, tensor, index) of the first NaN or inf in ``tensors``, else None."""
+    for name, t in tensors.items():
+        bad = ~torch.isfinite(t)
+        if bool(bad.any()):
+            return name, t, tuple(bad.nonzero()[0].tolist())
+    return None
+
+
+_CHECKED_FINITE = contextvars.ContextVar("labsupport_checked_finite", default=False)
+
+
+@contextlib.contextmanager
+def checked_finite():
+    """Inside, the kernels skip their own check that q, k and v are finite
+    (`check_attention_inputs`): for a caller that checked its inputs once and then calls
+    kernels on them many times. `labsupport.timing.cost_sweep` times and measures each point
+    this way, so that the check's reduction (and on a GPU its synchronisation) is not
+    counted as the kernel's time. A NaN met inside spreads as it would in SDPA."""
+    token = _CHECKED_FINITE.set(True)
+    try:
+        yield
+    finally:
+        _CHECKED_FINITE.reset(token)
+
+
+_QKV_FINITE = ("attention needs finite q, k and v, since a mask does not hide NaN or inf: a weight of "
+               "0 times NaN is NaN, so every output that weighs that key would be NaN, the causal "
+               "past's too")
+_QKV_FIX = ("fill or drop them first, e.g. v = torch.nan_to_num(v) where a mask hides them (any finite "
+            "value gives the same output there)")
+
+
 def _shape(t) -> tuple:
     return tuple(t.shape)
 
 
-def check_attention_inputs(q, k, v, mask=None, bias=None, *, scale=None, dropout_p=0.0) -> None:
+def check_attention_inputs(q, k, v, mask=None, bias=None, *, scale=None, dropout_p=0.0,
+                           is_causal=False) -> None:
     """Raise ``TypeError``/``ValueError`` unless q, k, v (and mask, bias, scale, dropout_p) fit
     one attention call.
 
     Shapes: q (..., L, D), k (..., S, D), v (..., S, Dv); mask bool and bias float, both
-    broadcastable to (..., L, S); scale None or a finite number; dropout_p a rate in [0, 1).
+    broadcastable to (..., L, S); scale None or a finite number; dropout_p a rate in [0, 1);
+    is_causal a bool (a string such as "no" is truthy). q, k and v must be finite
+    (`NonFiniteError`, a ``ValueError``, names the first NaN or inf by position): a mask does
+    not hide a non-finite value, since its weight of 0 times NaN is NaN. That check costs one
+    reduction of each (and on a GPU one synchronisation); inside `checked_finite` it is skipped.
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
@@ -57,6 +142,10 @@ def check_attention_inputs(q, k, v, mask=None, bias=None, *, scale=None, dropout
     if scale is not None:
         check_finite_number("scale", scale)
     check_dropout("dropout_p", dropout_p)
+    check_bool("is_causal", is_causal)
+    if not _CHECKED_FINITE.get():
+        check_finite_tensors({"q": q, "k": k, "v": v}, why=_QKV_FINITE, fix=_QKV_FIX,
+                             axes="batch, head, position, :" if q.dim() == 4 else "..., position, :")
 
 
 def _check_broadcast(name, t, q, k) -> None:

@@ -741,6 +741,21 @@ def test_warmup_cosine_rises_then_falls_to_the_floor():
     assert warmup_cosine(1, warmup=0)(0) == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("epochs", range(2, 13))
+def test_warmup_cosine_ends_at_the_floor_for_every_budget_and_warmup(epochs):
+    """The last epoch runs at the floor whatever the length: warmup_cosine(2) (one warm-up
+    epoch, then one more) once gave [0.5, 1.0], its last epoch at the full rate; the warm-up
+    rises, the cosine never rises nor goes below the floor."""
+    for warmup in range(epochs):
+        m = [warmup_cosine(epochs, warmup=warmup, floor=0.1)(e) for e in range(epochs)]
+        assert m[-1] == pytest.approx(0.1), (epochs, warmup, m)
+        assert m[:warmup] == pytest.approx([(e + 1) / (warmup + 1) for e in range(warmup)])
+        assert all(a >= b for a, b in zip(m[warmup:], m[warmup + 1:])) and min(m[warmup:]) >= 0.1 - 1e-12
+        if epochs - warmup >= 2:
+            assert m[warmup] == pytest.approx(1.0)              # the cosine starts at the full rate
+    assert warmup_cosine(2)(0) == 0.5 and warmup_cosine(2)(1) == pytest.approx(0.05)
+
+
 @pytest.mark.parametrize("args, kwargs, message", [
     ((3,), dict(warmup=3), r"warmup must be below epochs \(warm-up epochs, then the cosine\), got warmup 3, "
                            r"epochs 3"),

@@ -45,7 +45,7 @@ EXEMPT = {
     # records and exceptions: no behaviour to test
     "attention.KernelSpec": "a frozen record", "attention.LinearAttentionState": "a record",
     "profile.Card": "a record", "train.Plateau": "a frozen record of a schedule (fit applies it)",
-    "data.ChecksumError": "an exception", "data.EttData": "a record", "data.ForecastTask": "a record",
+    "data.ChecksumError": "an exception", "validation.NonFiniteError": "an exception", "data.EttData": "a record", "data.ForecastTask": "a record",
     "memory.MemoryState": "a record", "timing.Timing": "a record", "profile.Profile": "a record",
     "provenance.RunStart": "a record",
     "train.Metrics": "a record", "train.History": "a record",
@@ -288,7 +288,15 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "validation.check_self_attention": lambda: case(V.check_self_attention, "local", *qkv()),
     "validation.check_no_mask": lambda: case(V.check_no_mask, "linear", None, "why"),
     "validation.check_shape": lambda: case(V.check_shape, "x", t(2, 3), (2, 3), "(B, C)"),
+    "validation.check_finite_tensors": lambda: case(V.check_finite_tensors, {"q": t(2, 3), "k": t(3)}),
+    "validation.checked_finite": lambda: case(_inside_checked_finite, *qkv()),
 }
+
+
+def _inside_checked_finite(q, k, v):
+    with V.checked_finite():
+        return A.naive_attention(q, k, v, is_causal=True)
+
 
 def _ridge():
     """A fitted RidgeForecaster (fitting changes the model: that is its job), then its forecast."""

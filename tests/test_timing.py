@@ -510,6 +510,76 @@ def test_cost_sweep_records_a_kernel_error_and_goes_on(capsys):
     assert "error at L=32" in lines[3]
 
 
+def _stops_at(length, *, in_inputs=False):
+    """A kernel (or, with ``in_inputs``, a make_inputs) that raises KeyboardInterrupt, the
+    notebook's Stop, at ``length``."""
+    def kernel(q, k, v):
+        if q.shape[-2] == length:
+            raise KeyboardInterrupt
+        return q * 2
+
+    def make_inputs(L):
+        if L == length:
+            raise KeyboardInterrupt
+        return _tiny_inputs(L)
+    return make_inputs if in_inputs else kernel
+
+
+@pytest.mark.parametrize("in_inputs", [False, True])
+def test_stop_in_a_cost_sweep_returns_the_rows_measured_so_far(capsys, in_inputs):
+    """Stop (KeyboardInterrupt) at the second point keeps the first point's measurement and
+    marks the point it cut and every point after it "interrupted", as fit and compare keep
+    what finished; the summary line counts them."""
+    from labsupport.report import sweep_table
+    from labsupport.timing import cost_sweep
+    kernels = {"first": lambda q, k, v: q * 2, "second": lambda q, k, v: q + 1} if in_inputs else \
+        {"first": _stops_at(32), "second": lambda q, k, v: q + 1}
+    options = dict(make_inputs=_stops_at(32, in_inputs=True)) if in_inputs else dict(make_inputs=_tiny_inputs)
+    rows = cost_sweep(kernels, [16, 32, 64], reps=1, **options)
+    assert [(r["kernel"], r["length"], r["status"]) for r in rows] == [
+        ("first", 16, "ok"), ("first", 32, "interrupted"), ("first", 64, "interrupted"),
+        ("second", 16, "interrupted"), ("second", 32, "interrupted"), ("second", 64, "interrupted")]
+    assert rows[0]["time_s"] > 0 and all(r["time_s"] is None and r["peak_bytes"] is None for r in rows[1:])
+    assert rows[1]["note"] == "Stop pressed while this point ran"
+    assert all(r["note"] == "not run: Stop pressed at first L=32" for r in rows[2:])
+    assert capsys.readouterr().out.strip().endswith(
+        "cost sweep: 1 of 6 points measured, 0 skipped, 0 out of memory, 0 errors, 5 interrupted by Stop")
+    sweep_table(rows)
+    assert "interrupted" in capsys.readouterr().out.splitlines()[3]
+
+
+def test_stop_in_a_quiet_cost_sweep_prints_nothing_and_keeps_the_rows(capsys):
+    from labsupport.timing import cost_sweep
+    rows = cost_sweep({"k": _stops_at(16)}, [16, 32], make_inputs=_tiny_inputs, reps=1, progress=False)
+    assert [r["status"] for r in rows] == ["interrupted", "interrupted"] and capsys.readouterr().out == ""
+
+
+def test_a_sweep_checks_its_inputs_finite_once_and_times_the_kernels_without_their_check(monkeypatch):
+    """The kernels refuse NaN and inf in q, k, v with one reduction per call (on a GPU, one
+    synchronisation): the sweep checks a point's inputs once, records a non-finite one as an
+    error row naming it, and times the kernel without its own check."""
+    import labsupport.validation as validation
+    from labsupport.attention import naive_attention, sdpa
+    from labsupport.timing import cost_sweep
+    calls = []
+    checked = validation.check_finite_tensors
+    monkeypatch.setattr(validation, "check_finite_tensors",
+                        lambda *a, **kw: calls.append(1) or checked(*a, **kw))
+    [row] = cost_sweep({"sdpa": sdpa}, [16], make_inputs=_tiny_inputs, reps=3, progress=False)
+    assert row["status"] == "ok" and calls == []                    # 5 kernel calls, no check inside
+    sdpa(*_tiny_inputs(16))
+    assert calls == [1]                                             # outside a sweep the kernel checks
+
+    def holed(L):
+        q, k, v = (torch.randn(1, 1, L, 8) for _ in range(3))
+        v[0, 0, 3, 1] = float("nan")
+        return q, k, v
+    [row] = cost_sweep({"naive": naive_attention}, [16], make_inputs=holed, progress=False)
+    assert (row["status"], row["note"]) == (
+        "error", "NonFiniteError: make_inputs(16)[2] holds nan at (0, 0, 3, :) of make_inputs(16)[2] "
+                 "(1, 1, 16, 8): a sweep measures kernels on finite inputs")
+
+
 def test_cost_sweep_refuses_a_model_for_a_kernel_it_does_not_sweep():
     from labsupport.timing import cost_sweep
     kernels = {"naive": lambda q, k, v: q, "sdpa": lambda q, k, v: q}

@@ -251,6 +251,23 @@ def test_predict_in_batches():
     torch.testing.assert_close(predict(model, x, batch_size=7), predict(model, x, batch_size=64))
 
 
+@pytest.mark.parametrize("score", [evaluate, window_errors])
+@pytest.mark.parametrize("training", [True, False])
+def test_scoring_a_model_leaves_its_mode_as_it_was(score, training):
+    """evaluate scores in eval mode (no dropout) and gives the model back in the mode it came
+    in: a model in training mode once came back in eval mode. (predict, whose job is the
+    forecasts, documents that it puts a module in eval mode.)"""
+    model = Noisy().train(training)
+    score(model, toy_data(n=8))
+    assert model.training is training and all(m.training is training for m in model.modules())
+    assert not predict(model, toy_data(n=8)[0]).requires_grad and not model.training
+
+
+def test_evaluate_scores_without_dropout_whatever_the_mode():
+    model, data = Noisy().train(), toy_data(n=16)
+    assert evaluate(model, data) == evaluate(model.eval(), data)
+
+
 def test_inputs_may_be_a_tuple_passed_positionally():
     class TwoInputs(nn.Module):
         def __init__(self):
@@ -326,6 +343,45 @@ def test_a_non_finite_loss_stops_training_with_the_best_weights_restored():
     assert torch.isfinite(model.linear.weight).all()
 
 
+class AttentionBlowsUp(nn.Module):
+    """A causal attention forecaster whose attention weights turn NaN in its ``at``-th
+    training batch (as diverging weights do): its kernel, not the loss, meets the NaN first."""
+
+    def __init__(self, at, L=12, T=3, when_training=True):
+        super().__init__()
+        from labsupport.layers import TransformerBlock
+        torch.manual_seed(0)
+        self.embed, self.block, self.head = nn.Linear(1, 8), TransformerBlock(8, 2, 16), nn.Linear(8 * L, T)
+        self.at, self.calls, self.when_training = at, 0, when_training
+
+    def forward(self, x):
+        if self.training == self.when_training:
+            self.calls += 1
+            if self.calls == self.at:
+                with torch.no_grad():
+                    self.block.attn.k_proj.weight.fill_(float("nan"))
+        h = self.block(self.embed(x), is_causal=True)                 # (B, L, 8)
+        return self.head(h.flatten(1))[..., None]                      # (B, T, 1)
+
+
+def test_non_finite_attention_inputs_inside_a_model_are_divergence_named_by_epoch_and_batch():
+    """The kernels refuse NaN (a NonFiniteError, a ValueError); inside fit, where the data are
+    checked finite, NaN activations mean the weights diverged: fit says so, as for a NaN loss."""
+    model = AttentionBlowsUp(at=4 * 2 + 3)                              # 4 batches an epoch
+    with pytest.raises(FloatingPointError, match=r"the model.s forward pass met nan in k at \(0, 0, 0, :\) "
+                                                 r"\(epoch 3, batch 3 of 4\): the weights of epoch \d \(best "
+                                                 r"val MSE [0-9.]+\) are restored\. Try a smaller lr") as err:
+        fit(model, toy_data(), toy_data(seed=1), epochs=10, lr=1e-2, batch_size=16, patience=10,
+            progress=False)
+    assert err.value.history.stop_reason == "diverged" and len(err.value.history.val_loss) == 2
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    in_validation = AttentionBlowsUp(at=3, when_training=False)                # the third validation
+    with pytest.raises(FloatingPointError, match=r"met nan in k at \(0, 0, 0, :\) \(validation after epoch "
+                                                 r"3\): the weights of epoch \d"):
+        fit(in_validation, toy_data(), toy_data(seed=1), epochs=10, lr=1e-2, batch_size=16, patience=10,
+            progress=False)
+
+
 class Interrupted(Flat):
     """Raises KeyboardInterrupt (the notebook's Stop button) in its ``at``-th training batch."""
 
@@ -396,6 +452,19 @@ def test_seed_makes_training_reproducible_and_leaves_the_global_generators_alone
     after = generator_states()
     assert torch.equal(before[0], after[0]) and (before[1] == after[1]).all() and before[2] == after[2]
     assert torch.equal(torch.randn(3), (torch.manual_seed(7), Noisy(), torch.randn(3))[2])
+
+
+def test_numpy_numbers_train_as_the_python_numbers_they_are():
+    """fit's validator accepts and converts NumPy numbers (a seed drawn from an array, say);
+    fit then trains with the converted values: seed=np.int64(3) once raised 'an integer is
+    required' from torch after the validator had accepted it."""
+    expected = trained_weights(seed=3)
+    assert torch.equal(trained_weights(seed=np.int64(3)), expected)
+    torch.manual_seed(123)
+    model = Noisy()
+    fit(model, toy_data(), toy_data(seed=1), epochs=np.int64(3), batch_size=np.int64(16), seed=np.uint8(3),
+        lr=np.float64(1e-3), patience=np.int32(3), clip=np.float64(1.0), progress=False)
+    torch.testing.assert_close(model.linear.weight, expected)
 
 
 def test_seed_none_uses_the_global_generator():

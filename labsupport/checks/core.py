@@ -393,24 +393,103 @@ def same_number(a, b) -> bool:
     return isinstance(a, numbers.Real) and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
-def _number(x) -> str:
-    return f"{x:.6g}" if isinstance(x, float) else f"{x}"
+def apart(got: float, want: float, digits: int = 6) -> tuple[str, str]:
+    """``got`` and ``want`` printed with the fewest significant digits (at least ``digits``)
+    that tell them apart, so that a hint never shows two equal numbers.
+
+    >>> apart(-0.0469906977, -0.0469907123)
+    ('-0.04699070', '-0.04699071')
+    """
+    if not (math.isfinite(got) and math.isfinite(want)):
+        return f"{got:.{digits}g}", f"{want:.{digits}g}"
+    for n in range(digits, 18):
+        if f"{got:.{n}g}" != f"{want:.{n}g}":
+            return _trimmed(f"{got:#.{n}g}", f"{want:#.{n}g}")               # as many digits each
+    return repr(got), repr(want)
+
+
+def _trimmed(a: str, b: str) -> tuple[str, str]:
+    """Two numbers of as many digits, less the trailing zeros (and point) both end with."""
+    (ma, _, ea), (mb, _, eb) = a.partition("e"), b.partition("e")
+    while ma.endswith("0") and mb.endswith("0") and "." in ma and "." in mb:
+        ma, mb = ma[:-1], mb[:-1]
+    if ma.endswith(".") and mb.endswith("."):
+        ma, mb = ma[:-1], mb[:-1]
+    return ma + ("e" + ea if ea else ""), mb + ("e" + eb if eb else "")
+
+
+def off_by(got, want, allowed: float | None = None) -> str:
+    """``expected 0.04699071, got 0.04699070 (off by 1e-08, more than the 1e-09 allowed)``: the
+    two numbers at the digits that tell them apart, and the gap (ints as they are)."""
+    if all(isinstance(x, numbers.Integral) for x in (got, want)):
+        return f"expected {want}, got {got}"
+    got, want = float(got), float(want)
+    shown_got, shown_want = apart(got, want)
+    text = f"expected {shown_want}, got {shown_got}"
+    if not (math.isfinite(got) and math.isfinite(want)):
+        return text
+    limit = f", more than the {allowed:.2g} allowed" if allowed is not None else ""
+    return f"{text} (off by {abs(got - want):.2g}{limit})"
+
+
+def times(ratio: float, tol: float) -> str:
+    """``ratio`` with the decimals (2 at least) that show it outside ``1 +- tol``: 1.0504 for a
+    tolerance of 5%, never a 1.05 that reads as inside it.
+
+    >>> times(1.0504, 0.05), times(1.2, 0.05)
+    ('1.0504', '1.20')
+    """
+    for decimals in range(2, 9):
+        text = f"{ratio:.{decimals}f}"
+        if abs(float(text) - 1) > tol * (1 + 1e-9):                   # 1.05 - 1 is 0.05000000000000004
+            return text
+    return f"{ratio:.10g}"
+
+
+def beyond(got: float, want: float, tol: float) -> tuple[str, str]:
+    """``got`` and ``want`` with the decimals (2 at least) whose printed gap exceeds ``tol``,
+    as the check found: never -0.39 and -0.49 for a gap that is more than 0.1."""
+    for decimals in range(2, 9):
+        a, b = f"{got:.{decimals}f}", f"{want:.{decimals}f}"
+        if abs(float(a) - float(b)) > tol * (1 + 1e-9):
+            return a, b
+    return repr(got), repr(want)
+
+
+def _precision_note(got: torch.Tensor, want: torch.Tensor) -> str:
+    """Why a lower-precision answer to float64 inputs may miss, or ''."""
+    if want.dtype != torch.float64 or not got.is_floating_point() or got.dtype == torch.float64:
+        return ""
+    name = str(got.dtype).removeprefix("torch.")
+    return (f"; your result is {name} although the inputs were float64: {name} keeps about "
+            f"{round(-math.log10(torch.finfo(got.dtype).eps))} significant digits, so compute in the "
+            f"inputs' dtype (no .float(), no dtype=torch.{name})")
 
 
 def differ(got, want, tol: float = 1e-6) -> str:
-    """Where ``got`` first differs from ``want``: ``at index (0, 1, 2) expected 0.25, got 0.5``."""
+    """Where ``got`` first differs from ``want``, at the digits that tell them apart and by how
+    much: ``at index (0, 1) expected 0.04699071, got 0.04699070 (off by 1e-08, more than the
+    1e-09 allowed)``; a lower-precision result for float64 inputs is named. Where nothing
+    differs by more than ``tol`` (a stricter comparison decided), the largest difference."""
     if not isinstance(want, torch.Tensor):
-        return f"expected {_number(want)}, got {_number(got)}"
+        return off_by(got, want)
     if not isinstance(got, torch.Tensor) or got.shape != want.shape:
         return f"expected shape {tuple(want.shape)}, got {_short(got)}"
     if got.is_floating_point():
         tol = max(tol, 100 * torch.finfo(got.dtype).eps)
     a, b = got.double(), want.double()
     off = ~torch.isclose(a, b, rtol=tol, atol=tol, equal_nan=True)
-    if not off.any():
-        return "they agree"
-    index = tuple(off.nonzero()[0].tolist())
-    return f"at index {index} expected {b[index].item():.6g}, got {a[index].item():.6g}"
+    if off.any():
+        index = tuple(off.nonzero()[0].tolist())
+        got_i, want_i = a[index].item(), b[index].item()
+        text = f"at index {index} " + off_by(got_i, want_i, tol + tol * abs(want_i))       # isclose's bound
+    else:
+        gap = (a - b).abs().nan_to_num(nan=0.0)
+        if not gap.any():
+            return "they agree"
+        index = tuple(int(i) for i in torch.unravel_index(gap.argmax(), gap.shape))
+        text = f"the largest difference is at index {index}: " + off_by(a[index].item(), b[index].item())
+    return text + _precision_note(got, want)
 
 
 def recognise(outputs, cases, mistakes, same=None) -> list[str]:

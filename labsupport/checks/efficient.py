@@ -9,7 +9,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..attention import local_attention, naive_attention, performer_attention
 from ..timing import fit_power_law
-from .core import Case, Draw, Hint, check, close, expect_number, expect_tensor, judge, shapes
+from .core import Case, Draw, Hint, beyond, check, close, expect_number, expect_tensor, judge, shapes
 
 PROPERTY_SEED = 2              # 12.5.1's fixed inputs for the Monte Carlo property
 SPARSE = ("torch.nn.attention.flex_attention",)          # its block masks build the band for you
@@ -263,6 +263,7 @@ def performer_error_exponent(fn, draw):
     if abs(guess + 1) <= EXPONENT_TOLERANCE:
         raise Hint("1/m is how the variance of an average of m independent estimates falls; the "
                    "error is of the size of a standard deviation, its square root")
-    raise Hint(f"your exponent {guess:+.2f} is more than {EXPONENT_TOLERANCE} from the measured "
-               f"{small:+.2f}: how does the spread of an average of m independent estimates "
+    yours, measured = beyond(guess, small, EXPONENT_TOLERANCE)
+    raise Hint(f"your exponent {yours} is more than {EXPONENT_TOLERANCE} from the measured "
+               f"{measured}: how does the spread of an average of m independent estimates "
                "shrink with m?")

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from . import reference
-from .core import Case, Hint, check, expect_number, expect_tensor, judge, recognise, shapes
+from .core import Case, Hint, check, expect_number, expect_tensor, judge, recognise, shapes, times
 
 # --- step 3: the closed-form ridge -----------------------------------------------------------
 
@@ -152,9 +152,10 @@ def step_peak(fn, draw):
     if len(named) == 1:
         raise Hint(named[0])
     first = next(i for i, (g, m) in enumerate(zip(guesses, measured)) if not near(g, m))
-    raise Hint(f"{cases[first].text} is {guesses[first] / measured[first]:.2f} times {where}; count the "
-               "(B, H, N, N) float32 matrices alive at once: those each layer keeps for the backward "
-               "pass, and those alive only while one layer computes")
+    ratio = times(guesses[first] / measured[first], STEP_PEAK_TOLERANCE)
+    raise Hint(f"{cases[first].text} is {ratio} times {where}; count the (B, H, N, N) float32 matrices "
+               "alive at once: those each layer keeps for the backward pass, and those alive only while "
+               "one layer computes")
 
 
 # --- step 5 ----------------------------------------------------------------------------------

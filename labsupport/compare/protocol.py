@@ -45,7 +45,10 @@ def warmup_cosine(epochs: int, *, warmup: int = 1, floor: float = 0.05):
     refuses a learning rate of 0.
 
     Math: ``m(e) = (e + 1) / (warmup + 1)`` for e < warmup, else
-    ``floor + (1 - floor) (1 + cos(pi (e - warmup) / (epochs - 1 - warmup))) / 2``.
+    ``floor + (1 - floor) (1 + cos(pi (e - warmup) / (epochs - 1 - warmup))) / 2``. The last
+    epoch is always at ``floor``: with ``warmup = epochs - 1`` the cosine's one epoch is the
+    last, at ``floor`` (``warmup_cosine(2)``: 0.5, then 0.05). A one-epoch budget
+    (``warmup=0``) runs at lr: there is no later epoch to anneal in.
 
     >>> [round(warmup_cosine(4)(e), 3) for e in range(4)]
     [0.5, 1.0, 0.525, 0.05]
@@ -60,10 +63,14 @@ def warmup_cosine(epochs: int, *, warmup: int = 1, floor: float = 0.05):
                          f"{floor!r}; 0 would make the last epoch's learning rate 0, which fit refuses: "
                          "pass e.g. floor=0.05")
 
+    span = epochs - 1 - warmup                  # epochs of the cosine after its first
+
     def multiplier(epoch: int) -> float:
         if epoch < warmup:
             return (epoch + 1) / (warmup + 1)
-        done = min(1.0, (epoch - warmup) / max(1, epochs - 1 - warmup))
+        if span == 0:                           # the cosine's one epoch is the budget's last
+            return 1.0 if epochs == 1 else floor
+        done = min(1.0, (epoch - warmup) / span)
         return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * done))
 
     return multiplier
