@@ -22,8 +22,8 @@ def _compare_without_progress_bars(self, test, ref, skip_compare=None):
 IPyNbCell.compare_outputs = _compare_without_progress_bars
 
 
-# The slowest groups by their measured length on 2 cores, longest first (README, "How long
-# the tests take"); the rest follow in pytest's order.
+# The slowest groups by their measured length on 2 cores, longest first (docs/testing.md, "How
+# long it takes"); the rest follow in pytest's order.
 LONGEST_FIRST = ("chapters/12_lab", "tests/test_grading.py", "chapters/12_2", "chapters/12_3",
                  "chapters/12_5", "chapters/12_4", "book", "tests/test_gpu_check.py",
                  "tests/test_wheel.py", "tests/test_clients.py", "chapters/12_1")

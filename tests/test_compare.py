@@ -160,9 +160,9 @@ def test_both_the_seed_spread_and_the_paired_test_must_separate(capsys):
                                        "(test MSE)\n")
 
 
-# The four cases where the rule of the last round said "not separated" against a baseline
-# without seeds although every seed lay on one side and the paired interval excluded 0: the
-# lab's PatchTransformer against the ridge (seeds 0.104 and 0.149 against 0.095), 12.3's
+# The cases where a rule that asked a model's seed spread to clear a baseline without seeds
+# would say "not separated" although every seed lay on one side and the paired interval
+# excluded 0: the lab's PatchTransformer against the ridge (seeds 0.104 and 0.149 against 0.095), 12.3's
 # sinusoidal encoding at 1,344 h against the weekly naive, 12.4's forecaster at 28 days
 # against the ridge; and 12.5's Linformer, whose paired interval against full attention (a
 # trained model) excludes 0 while the gap lies inside the seed spread.

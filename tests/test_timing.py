@@ -126,7 +126,9 @@ def test_peak_memory_on_cuda():
 
 def test_time_call_on_a_known_sleep():
     t = time_call(time.sleep, 0.02, reps=3, warmup=0)
-    assert 0.02 <= t.min <= t.median <= t.max < 0.5 and len(t.times) == 3
+    # at least the sleep, in seconds: a loaded worker may oversleep, but not to the 20 that
+    # milliseconds would read
+    assert 0.02 <= t.min <= t.median <= t.max < 2 and len(t.times) == 3
     with pytest.raises(ValueError, match="reps must be a positive int, got 0"):
         time_call(time.sleep, 0, reps=0)
 

@@ -287,7 +287,7 @@ def test_inputs_may_be_a_tuple_passed_positionally():
         fit(TwoInputs(), ((x[:63], shift[:63]), y), toy_data(), progress=False)
 
 
-# --- issue 19: fit refuses bad data, stops cleanly, leaves the caller's generators alone ---
+# --- fit refuses bad data, stops cleanly, leaves the caller's generators alone ---
 
 def test_nan_or_inf_in_the_data_is_named_with_its_first_window():
     x, y = toy_data()
@@ -484,7 +484,7 @@ def test_seed_none_uses_the_global_generator():
         fit(Flat(), toy_data(), toy_data(), seed="3", progress=False)
 
 
-# --- issue 21: learning-rate schedules, and why training stopped ---
+# --- learning-rate schedules, and why training stopped ---
 
 def learning_rates(monkeypatch, schedule, epochs=7, lr=0.01):
     """The learning rate of each epoch as Adam saw it (one entry per epoch, checked per batch)."""
@@ -574,8 +574,8 @@ def test_stop_reason_and_total_seconds():
 
 @pytest.mark.slow
 def test_dlinear_with_its_fit_options_lands_near_the_least_squares_solution():
-    # issue 13, item 6: at a constant rate Adam never settles on this ill-conditioned linear
-    # map and early stopping keeps a jump; DLinear's type1 schedule from 1e-2 converges
+    # at a constant rate Adam never settles on this ill-conditioned linear map and early
+    # stopping keeps a jump; DLinear's type1 schedule from 1e-2 converges
     from labsupport.data import HORIZON, LOOKBACK, book_task
     from labsupport.models import LinearForecaster, RidgeForecaster
     task = book_task(train_stride=1)
