@@ -8,6 +8,8 @@ every pairwise verdict, and the shuffle test's controls.
 (as a stand-in for another machine's arithmetic). ``--shuffle`` also trains the
 PatchTransformer without its positional encoding and/or its causal mask and scores every
 model on test windows whose 13 older days are shuffled (the newest day kept in place).
+``--heads`` prints, for each seed's PatchTransformer, every head's share of the newest token's
+weight on the days 7 and 14 days before the forecast day (the lab's third stretch goal).
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ def main():
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--stride", type=int, default=2)
     parser.add_argument("--shuffle", action="store_true")
+    parser.add_argument("--heads", action="store_true")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -70,6 +73,15 @@ def main():
             d = diebold_mariano(after - before, overlap=race.overlap)
             print(f"shuffle {name}: {before.mean():.4f} -> {after.mean():.4f}: {d.mean:+.4f} "
                   f"({d.low:+.4f} to {d.high:+.4f})")
+
+    if args.heads:
+        same_weekday = torch.arange(14, 0, -1) % 7 == 0           # 14 and 7 days before the forecast day
+        for seed, model in zip(race["PatchTransformer"].seeds, race["PatchTransformer"].models):
+            with torch.no_grad():
+                _, weights = model.eval()(task.test[0], return_weights=True)
+            for layer, w in enumerate(weights):
+                shares = w[:, :, -1].mean(0)[:, same_weekday].sum(-1)   # (H,)
+                print(f"heads seed {seed} layer {layer}: " + " ".join(f"{v:.2f}" for v in shares))
 
 
 if __name__ == "__main__":
