@@ -28,6 +28,7 @@ LAYERS
 4. models
    memory             Transformer-XL's segment recurrence and the compressive memory
    models             the patch forecaster and its baselines (GRU, TCN, DLinear, ridge, naive)
+   racers             the lab's race: the patch TCN, every racer by name and width, the sizes
 5. training
    train              the training loop with early stopping, evaluate, predict
 6. printing results (below compare, which prints its tables with report.table)

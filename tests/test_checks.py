@@ -321,7 +321,7 @@ def scribbles_on_its_inputs(answer):
 
 TAKES_TENSORS = ["attention_weights", "causal_attention", "split_heads", "feed_forward", "pre_norm_block",
                  "rotate_pairs", "hour_features", "online_step", "compress_mean",
-                 "elu_feature_map", "positive_features", "blocked_local_attention", "decayed_linear_attention",
+                 "causal_block", "positive_features", "blocked_local_attention", "decayed_linear_attention",
                  "ridge_weights"]
 
 
@@ -348,9 +348,16 @@ def test_the_in_place_answers_students_write_pass():
         states /= rate
         return states.view(states.shape[0], -1, rate, states.shape[-1]).sum(2)
 
+    def block_in_place(x, layer):
+        N = x.shape[1]
+        h = layer.norm1(x)
+        x += layer.self_attn(h, h, h, attn_mask=torch.ones(N, N, dtype=torch.bool).triu(1))[0]
+        x += layer.linear2(F.relu(layer.linear1(layer.norm2(x))))
+        return x
+
     expect(checks.pre_norm_block(pre_norm), True, "changed its input `x` in place")
     expect(checks.attention_weights(weights_in_place), True, "changed its input `q` in place")
-    expect(checks.elu_feature_map(lambda x: F.elu(x, inplace=True) + 1), True, "`x` in place")
+    expect(checks.causal_block(block_in_place), True, "`x` in place")
     expect(checks.compress_mean(compress), True, "`states` in place")
 
 
@@ -603,6 +610,8 @@ def test_performer_error_exponent_names_the_usual_mistakes():
     expect(checks.performer_error_exponent(lambda: 0.0), False, "does fall with m")
     expect(checks.performer_error_exponent(lambda: -0.25), False, "more than 0.1 from the measured")
     expect(checks.performer_error_exponent(lambda: "m^-1/2"), False, "return an exponent p")
+    for answer in (-0.5, -0.25, -0.8):          # neither a pass nor a hint prints the answer
+        assert f"{measured:+.2f}" not in str(checks.performer_error_exponent(lambda a=answer: a))
 
 
 def test_the_performer_error_exponent_is_deterministic_and_needs_small_inputs():

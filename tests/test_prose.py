@@ -68,8 +68,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "a setting: the decay gamma = 0.99 that Exercise 12.5.3 asks about",
     ("12_2_transformer", "95%"):
         "a setting: the comparison protocol's 95% paired interval, which its table's legend names",
-    ("12_lab_transformer_forecaster", "95%"):
-        "a setting: the comparison protocol's 95% paired interval, which its table's legend names",
 }
 
 NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
