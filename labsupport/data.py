@@ -8,20 +8,17 @@ ETT benchmark (`load_ett`) is downloaded on demand, checked against pinned sha25
 """
 from __future__ import annotations
 
-import csv
 import hashlib
 import http.client
 import numbers
 import os
-import re
 import tempfile
 import urllib.request
 from dataclasses import dataclass
-from datetime import date, timedelta
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 
 from .validation import (
@@ -89,6 +86,54 @@ class Series:
                              f"not come after row {i - 1} ({self.timestamps[i - 1]}); sort the rows "
                              "(order = np.argsort(timestamps)) and drop repeated times first")
 
+    @classmethod
+    def from_frame(cls, frame, *, time: str | None = None, columns=None, name: str | None = None) -> "Series":
+        """A series from a pandas DataFrame, such as one a student brings (``pd.read_csv``, ...).
+
+        Times come from the column ``time``, or, when ``time`` is None, from the frame's
+        ``DatetimeIndex``: datetimes (a zone is dropped, keeping the clock times, as `load_csv`
+        keeps a file's) or ISO 8601 strings (`read_times`), strictly increasing. Channels are
+        ``columns`` (default: every column but the time), each of real numbers (bool, int,
+        float); a missing value (NaN, ``pd.NA``) is kept as NaN, a gap. ``name`` defaults to
+        ``frame.attrs["name"]`` (which `to_frame` sets), else "". Values become float32 and must
+        fit its range.
+
+        >>> frame = pd.DataFrame({"time": ["2014-01-01 00:00", "2014-01-01 01:00"], "mw": [4.5, 5.0]})
+        >>> Series.from_frame(frame, time="time", name="demand")
+        Series('demand', T=2, columns=['mw'], 2014-01-01T00:00 .. 2014-01-01T01:00)
+        """
+        if not isinstance(frame, pd.DataFrame):
+            raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}; for arrays, "
+                            "build Series(timestamps, values, columns) directly")
+        if time is None:
+            if not isinstance(frame.index, pd.DatetimeIndex):
+                raise ValueError(f"from_frame needs the times: pass time='<column>', one of "
+                                 f"{list(frame.columns)}, or give the frame a DatetimeIndex "
+                                 f"(frame.set_index('time')); its index is a {type(frame.index).__name__}")
+            times, label = frame.index, "the index"
+        else:
+            _frame_columns(frame, [time], "time")
+            times, label = frame[time], f"column {time!r}"
+        names = [c for c in frame.columns if c != time] if columns is None else list(columns)
+        _frame_columns(frame, names, "columns")
+        values = frame[names].to_numpy(dtype=np.float64, na_value=np.nan)       # (T, C)
+        bad = _outside_float32(values)
+        if bad.any():
+            row, column = np.argwhere(bad)[0]
+            raise ValueError(f"column {names[column]!r} row {row} holds {values[row, column]!r}, "
+                             f"{_float32_problem(float(values[row, column]))}")
+        name = frame.attrs.get("name", "") if name is None else name
+        return cls(_frame_times(times, label), values.astype(np.float32), tuple(map(str, names)), name)
+
+    def to_frame(self):
+        """The series as a pandas DataFrame: one float32 column per channel, the times as its
+        ``DatetimeIndex`` named ``time``, the name in ``attrs["name"]``; `from_frame` reads it
+        back. The frame holds a copy of the values."""
+        frame = pd.DataFrame(self.values.copy(), index=pd.DatetimeIndex(self.timestamps, name="time"),
+                             columns=list(self.columns))
+        frame.attrs["name"] = self.name
+        return frame
+
     def rows(self, start: int, stop: int) -> "Series":
         """Rows ``start:stop`` as a series of their own: copies, so that scaling it in place
         changes neither this series nor another part cut from it."""
@@ -140,6 +185,62 @@ def _time(name: str, value) -> np.datetime64:
     return stamp
 
 
+def _frame_columns(frame, names: list, argument: str) -> None:
+    """Raise unless each of ``names`` is one column of ``frame``, of real numbers (the time
+    column, ``argument == "time"``, may be of any kind); at least one."""
+    given = list(frame.columns)
+    if not names:
+        raise ValueError(f"a Series needs at least one channel: columns {names} of {given}; pass "
+                         "columns=[...] naming at least one")
+    missing = [c for c in names if c not in given]
+    if missing:
+        which = f"no time column {missing[0]!r}" if argument == "time" else f"no columns {missing}"
+        raise ValueError(f"the frame has {which}; its columns are {given}")
+    repeated = [c for c in names if given.count(c) > 1]
+    if repeated:
+        raise ValueError(f"column {repeated[0]!r} appears {given.count(repeated[0])} times in the frame's "
+                         f"columns {given}; give each column its own name")
+    if len(set(names)) != len(names):
+        raise ValueError(f"columns must be distinct names, got {names}")
+    if argument == "time":
+        return
+    other = [c for c in names if not pd.api.types.is_numeric_dtype(frame[c].dtype)
+             or pd.api.types.is_complex_dtype(frame[c].dtype)]
+    if other:
+        numeric = [c for c in given if c not in other and pd.api.types.is_numeric_dtype(frame[c].dtype)]
+        raise TypeError(f"column {other[0]!r} holds {frame[other[0]].dtype} values, not real numbers; "
+                        f"convert it (pd.to_numeric(frame[{other[0]!r}])) or leave it out: "
+                        f"columns={numeric}")
+
+
+def _frame_times(times, label: str) -> np.ndarray:
+    """A frame's times (a column or a DatetimeIndex) as datetime64 on their clock, in the
+    coarsest unit that holds them, checked: no NaT, strictly increasing."""
+    zone = getattr(times.dtype, "tz", None)
+    if zone is not None:
+        times = times.tz_localize(None) if isinstance(times, pd.Index) else times.dt.tz_localize(None)
+    if times.dtype.kind == "M":
+        stamps = times.to_numpy()
+    elif pd.api.types.is_string_dtype(times.dtype) or pd.api.types.is_object_dtype(times.dtype):
+        stamps = read_times(list(times), lambda i: f"{label} row {i}")
+    else:
+        raise TypeError(f"the times ({label}) must be datetimes or ISO 8601 strings, got {times.dtype}; "
+                        "convert them with pd.to_datetime(...)")
+    missing = np.isnat(stamps)
+    if missing.any():
+        raise ValueError(f"the times ({label}) hold NaT (a missing time) at row {int(np.argmax(missing))}; "
+                         "drop those rows or fill their times first")
+    later = stamps[1:] > stamps[:-1]
+    if not later.all():
+        i = int(np.argmin(later)) + 1
+        dst = (f"; the times of zone {zone} repeat an hour where daylight saving ends: convert them to UTC "
+               "or a fixed offset first (.dt.tz_convert('UTC'))" if zone is not None else "")
+        raise ValueError(f"the times ({label}) must be strictly increasing: row {i} ({stamps[i]}) does not "
+                         f"come after row {i - 1} ({stamps[i - 1]}); sort the frame (frame.sort_values(...) "
+                         f"or frame.sort_index()) and drop repeated times first{dst}")
+    return _coarsest(stamps)
+
+
 def _check_real(values: np.ndarray) -> np.ndarray:
     """``values`` if they hold real numbers (float, int or bool), else a TypeError with the fix."""
     if not (np.issubdtype(values.dtype, np.floating) or np.issubdtype(values.dtype, np.integer)
@@ -155,8 +256,7 @@ def _check_float32_range(values: np.ndarray) -> None:
     _check_real(values)
     if values.dtype == np.float32 or not np.issubdtype(values.dtype, np.floating):
         return
-    size = np.abs(values)
-    bad = np.isfinite(size) & (size != 0) & ((size >= _F32_INF_FROM) | (size < _F32_TINY))
+    bad = _outside_float32(values)
     if bad.any():
         row, channel = np.argwhere(bad)[0]
         value = float(values[row, channel])
@@ -182,127 +282,68 @@ def verify_sha256(path, expected: str, *,
                             f"is corrupt, partial or edited; {remedy}")
 
 
-# ISO 8601 time stamps: a calendar date (2014-02-01, 20140201, or the month 2014-02, or the
-# year 2014), an ordinal date (2014-032, 2014032) or a week date (2014-W05-6, 2014W056, or the
-# week 2014-W05); optionally T (t, or a space) and a time hh, hh:mm, hh:mm:ss (basic hhmm, hhmmss)
-# whose last part may carry a decimal fraction (. or ,); optionally Z or an offset +hh:mm, +hhmm, +hh.
-_ISO = re.compile(
-    r"(?P<date>(?P<y>\d{4})(?:-(?P<m>\d\d)(?:-(?P<d>\d\d))?|(?P<bm>\d\d)(?P<bd>\d\d)|-?(?P<ord>\d{3})"
-    r"|-?W(?P<w>\d\d)(?:-?(?P<wd>\d))?)?)"
-    r"(?:[Tt ](?P<hh>\d\d)(?::?(?P<mm>\d\d)(?::?(?P<ss>\d\d))?)?(?:[.,](?P<frac>\d+))?"
-    r"(?P<tz>[Zz]|[+-]\d\d(?::?\d\d)?)?)?")
-_NS = {"h": 3600 * 10**9, "m": 60 * 10**9, "s": 10**9}
-_DAY_NS = 24 * _NS["h"]
-_EPOCH = date(1970, 1, 1).toordinal()
-# datetime64 units from the coarsest the loader uses (minutes) to the finest (nanoseconds)
-_UNITS = (("m", 60 * 10**9), ("s", 10**9), ("ms", 10**6), ("us", 10**3), ("ns", 1))
-_NS_RANGE = "1677-09-21 to 2262-04-11"        # what int64 nanoseconds from 1970 reach
+_UNITS = ("m", "s", "ms", "us", "ns")     # datetime64 units, from the coarsest the loader gives
+TIME_FORMS = "2014-02-01, 2014-02-01T10:30, 2014-02-01 10:30:15.5, 2014-02-01T10:30+10:00"
 
 
-def _parse_time(text: str, where: str) -> tuple[int, int | None, str | None]:
-    """An ISO 8601 time stamp as (nanoseconds since 1970-01-01 on its own clock, its UTC
-    offset in minutes or None, the offset as written); ``where`` starts every error."""
-    match = _ISO.fullmatch(text)
-    if match is None:
-        raise ValueError(f"{where}: cannot read time {text!r}: expected an ISO 8601 date, optionally "
-                         "with a time and a UTC offset (2014-02-01, 2014-02-01T10:30, "
-                         "2014-02-01 10:30:15.5+10:00, 2014-032, 2014-W05-6)")
+def read_times(texts, where) -> np.ndarray:
+    """ISO 8601 time stamps (strings) as datetime64, read by pandas (``format="ISO8601"``):
+    a date, optionally a time after ``T`` or a space (seconds and their fractions too), and
+    optionally a UTC offset (``Z``, ``+10:00``), the same for every stamp. Stamps with one offset
+    are read on that clock (the offset is dropped: numpy's datetime64 has no zones). The unit is
+    minutes, or the coarsest finer one (s, ms, us, ns) that holds every stamp exactly. Spaces
+    around a stamp are dropped. ``where(i)`` names stamp i in a message (``"tiny.csv line 5"``,
+    ``"timestamps[3]"``): a stamp pandas cannot read, or whose offset differs from those before
+    it, is refused by name."""
+    texts = [str(t).strip() for t in texts]
     try:
-        days = _days(match["date"])
-    except ValueError as err:
-        raise ValueError(f"{where}: time {text!r} names no day: {err}") from None
-    offset, shown = _offset(match["tz"], text, where)
-    return days * _DAY_NS + _time_of_day(match, text, where), offset, shown
+        stamps = _iso_times(texts)
+    except (ValueError, OverflowError):        # pandas' OutOfBoundsDatetime is a ValueError
+        i = _first_unread(texts)
+        try:
+            _iso_times(texts[i:i + 1])
+        except (ValueError, OverflowError) as err:
+            reason = str(err).splitlines()[0]
+            raise ValueError(f"{where(i)}: cannot read time {texts[i]!r}: expected an ISO 8601 date, "
+                             f"optionally with a time and a UTC offset ({TIME_FORMS}); pandas says: "
+                             f"{reason}") from None
+        raise ValueError(f"{where(i)}: time {texts[i]!r} has another UTC offset than the times before it "
+                         f"(or one where they have none, or none where they have one); times are read on "
+                         "one clock: convert them to one offset (or to UTC) first") from None
+    return _coarsest(stamps)
 
 
-@lru_cache(maxsize=4096)
-def _days(text: str) -> int:
-    """Days since 1970-01-01 of an ISO 8601 date (calendar, ordinal or week form)."""
-    g = _ISO.fullmatch(text).groupdict()
-    year = int(g["y"])
-    if g["ord"]:
-        day = _ordinal_date(year, int(g["ord"]))
-    elif g["w"]:
-        day = _week_date(year, int(g["w"]), int(g["wd"] or 1))
-    else:
-        day = date(year, int(g["m"] or g["bm"] or 1), int(g["d"] or g["bd"] or 1))
-    return day.toordinal() - _EPOCH
+def _iso_times(texts: list[str]) -> np.ndarray:
+    """``texts`` as naive datetime64 on their one clock, else a ValueError (pandas' own, or
+    one for times on several clocks, which an older pandas reads as objects)."""
+    parsed = pd.to_datetime(pd.Series(texts, dtype=object), format="ISO8601")
+    if parsed.dtype.kind != "M":
+        raise ValueError("times on several clocks")
+    if isinstance(parsed.dtype, pd.DatetimeTZDtype):
+        parsed = parsed.dt.tz_localize(None)               # the clock times, as written
+    return parsed.to_numpy()
 
 
-def _ordinal_date(year: int, n: int) -> date:
-    length = (date(year + 1, 1, 1) - date(year, 1, 1)).days if year < 9999 else 365
-    if not 1 <= n <= length:
-        raise ValueError(f"{year} has {length} days, got day {n}")
-    return date(year, 1, 1) + timedelta(days=n - 1)
+def _first_unread(texts: list[str]) -> int:
+    """The index of the first stamp from which ``texts`` no longer read together."""
+    read, unread = 0, len(texts)                           # texts[:read] read; texts[:unread] do not
+    while unread - read > 1:
+        middle = (read + unread) // 2
+        try:
+            _iso_times(texts[:middle])
+            read = middle
+        except (ValueError, OverflowError):
+            unread = middle
+    return unread - 1
 
 
-def _week_date(year: int, week: int, weekday: int) -> date:
-    if not 1 <= weekday <= 7:
-        raise ValueError(f"weekday must be in 1..7, got {weekday}")
-    weeks = date(year, 12, 28).isocalendar()[1]               # 28 December is always in the last week
-    if not 1 <= week <= weeks:
-        raise ValueError(f"{year} has {weeks} ISO weeks, got week {week}")
-    return date.fromisocalendar(year, week, weekday)
-
-
-def _time_of_day(match, text: str, where: str) -> int:
-    """Nanoseconds since midnight; 24:00 is the next midnight. Exact, or refused."""
-    if match["hh"] is None:
-        return 0
-    h, m, s, frac = int(match["hh"]), int(match["mm"] or 0), int(match["ss"] or 0), match["frac"] or "0"
-    if h == 24:
-        if m or s or int(frac):
-            raise ValueError(f"{where}: time {text!r}: 24:00 ends a day, and nothing comes after it; "
-                             "write the next day's time instead")
-        return _DAY_NS
-    for part, value, top in (("hour", h, 24), ("minute", m, 59), ("second", s, 59)):
-        if part == "second" and value == 60:
-            raise ValueError(f"{where}: time {text!r} is a leap second; numpy's datetime64 counts none: "
-                             f"drop the row or write {match['date']}T{match['hh']}:{match['mm']}:59")
-        if value > top:
-            raise ValueError(f"{where}: time {text!r} has {part} {value}; expected 00-{top}")
-    unit = _NS["s" if match["ss"] else "m" if match["mm"] else "h"]    # the fraction's part
-    fraction, rest = divmod(int(frac) * unit, 10 ** len(frac))
-    if rest:
-        raise ValueError(f"{where}: time {text!r} is finer than a nanosecond, the finest datetime64 "
-                         "unit kept here; round it to nanoseconds first")
-    return (h * 3600 + m * 60 + s) * _NS["s"] + fraction
-
-
-def _offset(tz, text: str, where: str) -> tuple[int | None, str | None]:
-    """A UTC offset (Z, +hh:mm, +hhmm, +hh) as (minutes east of UTC, its +hh:mm form)."""
-    if tz is None:
-        return None, None
-    if tz in "Zz":
-        return 0, "Z"
-    digits = tz[1:].replace(":", "")
-    h, m = int(digits[:2]), int(digits[2:] or 0)
-    if h > 23 or m > 59:
-        raise ValueError(f"{where}: time {text!r} has UTC offset {tz}; expected hours 00-23 and "
-                         "minutes 00-59")
-    return (h * 60 + m) * (-1 if tz[0] == "-" else 1), f"{tz[0]}{h:02d}:{m:02d}"
-
-
-def _finest_unit(ns: int) -> int:
-    """Index in `_UNITS` of the coarsest unit that holds ``ns`` nanoseconds exactly."""
-    return next(i for i, (_, size) in enumerate(_UNITS) if ns % size == 0)
-
-
-def _stamp_array(stamps: list[int], texts: list[str], where) -> np.ndarray:
-    """The stamps (nanoseconds on the file's clock) as datetime64 in the coarsest unit, from
-    minutes down to nanoseconds, that holds every one of them exactly; ``where(i)`` names
-    stamp i in a message (``"tiny.csv line 5"``, ``"timestamps[3]"``)."""
-    finest = max((_finest_unit(t) for t in stamps), default=0)
-    unit, size = _UNITS[finest]
-    ticks = [t // size for t in stamps]
-    if unit == "ns" and not -(2**63) < min(ticks) <= max(ticks) < 2**63:
-        i = next(i for i, t in enumerate(ticks) if not -(2**63) < t < 2**63)
-        needs = next(j for j, t in enumerate(stamps) if _finest_unit(t) == finest)
-        why = "needs nanoseconds" if i == needs else (
-            f"lies outside {_NS_RANGE}, and {where(needs)} ({texts[needs]!r}) needs nanoseconds")
-        raise ValueError(f"{where(i)}: time {texts[i]!r} {why}, and datetime64[ns] reaches "
-                         f"only {_NS_RANGE}; round the times to microseconds")
-    return np.array(ticks, dtype=np.int64).view(f"datetime64[{unit}]")
+def _coarsest(stamps: np.ndarray) -> np.ndarray:
+    """``stamps`` in the coarsest of minutes, s, ms, us, ns that holds every one exactly."""
+    for unit in _UNITS:
+        coarse = stamps.astype(f"datetime64[{unit}]")
+        if (coarse == stamps).all():
+            return coarse
+    return stamps
 
 
 # float32 rounds a magnitude from here up to inf; below its smallest normal number it keeps
@@ -323,41 +364,31 @@ def _float32_problem(value: float) -> str | None:
     return f"outside {F32_RANGE}, which the series is kept in: {why}rescale the column first (e.g. {fix})"
 
 
-def _parse_float(text: str, where: str, column: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{where}: column {column!r} holds {text!r}, not a number") from None
-    if not np.isfinite(value):
-        raise ValueError(f"{where}: column {column!r} holds {text!r}, not a finite number")
-    problem = _float32_problem(value)
-    if problem:
-        raise ValueError(f"{where}: column {column!r} holds {text!r}, {problem}")
-    return value
+def _outside_float32(values: np.ndarray) -> np.ndarray:
+    """Where the finite float64 ``values`` are outside float32's normal range (0 is inside)."""
+    size = np.abs(values)
+    return np.isfinite(size) & (size != 0) & ((size >= _F32_INF_FROM) | (size < _F32_TINY))
 
 
 def load_csv(path, *, time_column: str = "time", columns=None, sha256: str | None = None,
              name: str | None = None) -> Series:
     """Read a CSV with a header, one time column and numeric columns, into a `Series`.
 
-    Times are ISO 8601: a calendar, ordinal or week date (2014-02-01, 20140201, 2014-032,
-    2014-W05-6; a year 2014, a month 2014-02 or a week 2014-W05 is its first day), optionally with a
-    time after ``T`` or a space (hh, hh:mm, hh:mm:ss, basic hhmmss; the last part may have a
-    decimal fraction after ``.`` or ``,``; 24:00 is the next midnight) and a UTC offset (Z,
-    +10:00, +1000, +10). Every stamp is kept exactly: ``timestamps`` are ``datetime64[m]``,
-    or the coarsest finer unit (s, ms, us, ns) that holds every stamp of the file. A stamp
-    that cannot be held exactly (a leap second, finer than a nanosecond) is refused. A file
-    whose stamps all carry one UTC offset is read on that clock (the offset is dropped, as
-    numpy's datetime64 has no zones); a file that mixes offsets, or stamps with and without
-    one, is refused: convert it to one offset or to UTC first.
+    Read with pandas. Times are ISO 8601 as pandas reads them (`read_times`): a date,
+    optionally a time after ``T`` or a space (hh:mm, hh:mm:ss, with a decimal fraction) and a
+    UTC offset (Z, +10:00), one offset for the whole file, whose stamps are then read on that
+    clock. ``timestamps`` are ``datetime64[m]``, or the coarsest finer unit (s, ms, us, ns)
+    that holds every stamp of the file.
 
     Values are kept as float32 (about 7 significant digits); a value outside float32's range
     of normal numbers (1.2e-38 to 3.4e38 in size, or 0) is refused, naming it: rescale the
     column first. ``columns`` selects channels (default: all but the time column);
     ``sha256``, when given, is checked first. A malformed line raises ``ValueError`` naming
-    the file, the line number and what was wrong there; so do a column name the header
-    repeats and, unless the checksum vouches for the file, a last line without a line break
-    (a file cut short). A UTF-8 byte-order mark (Excel) is read.
+    the file, the line number and what was wrong there (a time that does not read or does
+    not come after the one before, a value that is not a finite number, an empty field, a
+    line with more fields than the header); so do a column name the header repeats and,
+    unless the checksum vouches for the file, a last line without a line break (a file cut
+    short). A UTF-8 byte-order mark (Excel) is read.
     """
     path = Path(path)
     if not path.is_file():
@@ -366,26 +397,73 @@ def load_csv(path, *, time_column: str = "time", columns=None, sha256: str | Non
         verify_sha256(path, sha256)
     complete = sha256 is not None or _ends_with_line_break(path)
     try:
-        with path.open(newline="", encoding="utf-8-sig") as handle:
-            reader = csv.reader(handle)
-            header = next(reader, None)
-            wanted = _header_columns(header, time_column, columns, path.name)
-            t_idx, c_idx = header.index(time_column), [header.index(c) for c in wanted]
-            stamps, texts, rows, last = _read_rows(reader, header, t_idx, c_idx, path.name)
-    except UnicodeDecodeError as err:
+        lines = pd.read_csv(path, header=None, dtype=str, keep_default_na=False, skip_blank_lines=False,
+                            encoding="utf-8-sig").to_numpy()               # every field as written
+    except UnicodeDecodeError:
+        err = _decode_error(path)
         raise ValueError(f"{path.name} is not UTF-8 text (byte {err.object[err.start]:#04x} at offset "
                          f"{err.start}); save it as UTF-8 (in Excel: CSV UTF-8), or convert it, e.g. "
                          "iconv -f latin1 -t utf-8") from None
-    if not rows:
+    except pd.errors.EmptyDataError:
+        lines = np.empty((0, 0), dtype=object)
+    except pd.errors.ParserError as err:                     # pandas names the line
+        raise ValueError(f"{path.name}: {str(err).strip()}") from None
+    header = lines[0].tolist() if len(lines) else []
+    wanted = _header_columns(header, time_column, columns, path.name)
+    rows = lines[1:]
+    if not len(rows):
         raise ValueError(f"{path.name}: no data rows after the header")
     if not complete:
         raise ValueError(f"{path.name} line {len(rows) + 1}: the file ends inside this line "
-                         f"({','.join(last)!r}) without a line break: it looks cut short (an "
+                         f"({','.join(rows[-1])!r}) without a line break: it looks cut short (an "
                          "interrupted download or copy); get the whole file again, or, if this line "
                          "is complete, end the file with a line break")
-    return Series(_stamp_array(stamps, texts, lambda i: f"{path.name} line {i + 2}"),
-                  np.array(rows, dtype=np.float32),
-                  tuple(wanted), name or path.stem)
+    line = lambda i: f"{path.name} line {i + 2}"                                      # noqa: E731
+    stamps = read_times(rows[:, header.index(time_column)], line)
+    later = stamps[1:] > stamps[:-1]
+    if not later.all():
+        i = int(np.argmin(later)) + 1
+        raise ValueError(f"{line(i)}: time {stamps[i]} does not come after {stamps[i - 1]} (line {i + 1})")
+    values = _read_values(rows[:, [header.index(c) for c in wanted]], wanted, line)
+    return Series(stamps, values.astype(np.float32), tuple(wanted), name or path.stem)
+
+
+def _read_values(texts: np.ndarray, columns: list[str], line) -> np.ndarray:
+    """The (T, C) fields ``texts`` as float64, each a finite number that float32 holds; else a
+    ValueError naming the first bad field by ``line(row)`` and column."""
+    try:
+        values = texts.astype(np.float64)
+    except ValueError:
+        row, column = next((r, c) for r, fields in enumerate(texts) for c, text in enumerate(fields)
+                           if not _reads_as_float(text))
+        text = texts[row, column]
+        what = ("is empty: a missing value, or a line with fewer fields than the header"
+                if not text.strip() else f"holds {text!r}, not a number")
+        raise ValueError(f"{line(row)}: column {columns[column]!r} {what}") from None
+    bad = ~np.isfinite(values) | _outside_float32(values)
+    if bad.any():
+        row, column = np.argwhere(bad)[0]
+        text, value = texts[row, column], values[row, column]
+        problem = "not a finite number" if not np.isfinite(value) else _float32_problem(value)
+        raise ValueError(f"{line(row)}: column {columns[column]!r} holds {text!r}, {problem}")
+    return values
+
+
+def _reads_as_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _decode_error(path: Path) -> UnicodeDecodeError:
+    """The first byte of ``path`` that is not UTF-8, as the error decoding the whole file gives."""
+    try:
+        path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        return err
+    raise AssertionError(f"{path} decodes as UTF-8")
 
 
 def _header_columns(header, time_column: str, columns, name: str) -> list[str]:
@@ -409,47 +487,6 @@ def _header_columns(header, time_column: str, columns, name: str) -> list[str]:
     if len(set(wanted)) != len(wanted):
         raise ValueError(f"columns must be distinct names, got {wanted}")
     return wanted
-
-
-def _read_rows(reader, header, t_idx: int, c_idx: list[int], name: str):
-    """(stamps in nanoseconds, their texts, value rows, the last line's fields) of every data
-    line, each checked."""
-    stamps, texts, rows, row = [], [], [], None
-    first = None                                  # (line, offset, as written) of the first row
-    for line_no, row in enumerate(reader, start=2):
-        where = f"{name} line {line_no}"
-        if len(row) != len(header):
-            raise ValueError(f"{where}: {len(row)} fields, expected {len(header)} ({header})")
-        text = row[t_idx].strip()                   # spaces around a stamp are not part of it
-        stamp, offset, shown = _parse_time(text, where)
-        first = first or (f"line {line_no}", offset, shown)
-        _same_clock(first, where, text, offset, shown, "load_csv reads one clock per file")
-        if stamps and stamp <= stamps[-1]:
-            raise ValueError(f"{where}: time {text} does not come after {texts[-1]} (line {line_no - 1})")
-        stamps.append(stamp)
-        texts.append(text)
-        rows.append([_parse_float(row[i], where, header[i]) for i in c_idx])
-    return stamps, texts, rows, row
-
-
-def _same_clock(first: tuple, where: str, text: str, offset, shown, rule: str) -> None:
-    """Raise unless a stamp's UTC offset is the first stamp's; ``first`` is (its place, offset,
-    the offset as written)."""
-    if offset != first[1]:
-        has, had = f"UTC offset {shown}" if shown else "no UTC offset", first[2] or "none"
-        raise ValueError(f"{where}: time {text!r} has {has}, but {first[0]} has {had}; {rule}: convert "
-                         "the times to one offset (or to UTC) first")
-
-
-def _parse_stamps(texts: list[str]) -> np.ndarray:
-    """ISO 8601 strings as datetime64, read as `load_csv` reads a file's times (one clock)."""
-    stamps, first = [], None
-    for i, text in enumerate(texts):
-        stamp, offset, shown = _parse_time(text, f"timestamps[{i}]")
-        first = first or (f"timestamps[{i}]", offset, shown)
-        _same_clock(first, f"timestamps[{i}]", text, offset, shown, "time_features reads one clock")
-        stamps.append(stamp)
-    return _stamp_array(stamps, texts, lambda i: f"timestamps[{i}]")
 
 
 def _ends_with_line_break(path: Path) -> bool:
@@ -740,7 +777,7 @@ def time_features(timestamps, holiday=None) -> np.ndarray:
 
     Columns: hour of day (period 24 h), day of week (7 days, Monday = 0), day of year
     (365.25 days). Sine/cosine pairs make 23:00 and 00:00 neighbours. ``timestamps``:
-    numpy datetime64, or ISO 8601 strings read as `load_csv` reads a file's times; a missing
+    numpy datetime64, or ISO 8601 strings read as `load_csv` reads a file's times (`read_times`); a missing
     time (NaT) is refused by row. ``holiday``: (T,) numbers, finite (a 0/1 flag).
     """
     t = _datetimes(timestamps)
@@ -769,7 +806,7 @@ def _datetimes(timestamps) -> np.ndarray:
     texts = t.dtype.kind in "US" or (t.dtype == object and all(isinstance(x, str) for x in t.ravel()))
     if texts and t.size:
         flat = [x.decode() if isinstance(x, bytes) else str(x) for x in t.ravel()]
-        t = _parse_stamps([x.strip() for x in flat]).reshape(t.shape)
+        t = read_times(flat, lambda i: f"timestamps[{i}]").reshape(t.shape)
     if not np.issubdtype(t.dtype, np.datetime64):
         raise TypeError(f"timestamps must be numpy datetime64 values or ISO 8601 strings, got {t.dtype}; "
                         "convert with np.asarray(times, dtype='datetime64[m]')")
