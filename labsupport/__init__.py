@@ -5,12 +5,21 @@ imports only from its own layer and the layers below it (tests/test_layering.py 
 table and checks every import, function-level ones included; a package counts as one
 module, ``name/``). To add or move a module, edit its line here.
 
+ERRORS
+A wrong type raises ``TypeError``; a wrong value raises ``ValueError``. A str, None or a bool
+where a number belongs, a float (even 3.0) where an int belongs, a list where a tensor
+belongs: TypeError. A count below its least (0 layers, -1 epochs), NaN or inf where a finite
+number belongs, a shape, a length or a name that does not fit: ValueError. Every message says
+what was checked, what was expected and what arrived, and how to fix it; the checks live in
+`validation` (one function per kind of input), never in a bare ``assert``.
+
 LAYERS
 1. foundation: the standard library, NumPy and torch only
    units              how bytes and seconds read in tables and messages (format_bytes)
    links              where the book lives: links to a section (Colab) or a page (GitHub)
-   randomstate        keeping the caller's random streams (kept_random_state, set_seed)
-   validation         one validator per kind of input, one message style (check_*)
+   randomstate        keeping the caller's random streams (kept_random_state, set_seed, SEED_LIMIT)
+   validation         one validator per kind of input, one message style, one exception policy
+   schedules          learning-rate schedules, epoch -> multiplier (type1, type3, Plateau, warmup_cosine)
    devices            where a computation runs (pick_device); the profiler's log lines muted
    scaling            power-law fits on log-log axes in plain Python (fit_power_law)
    datasets/          the data the package ships: the hourly Victoria electricity series

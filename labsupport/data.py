@@ -535,9 +535,9 @@ def temporal_split(series: Series, *, train_end: str = TRAIN_END, val_end: str =
     return series.rows(0, b1), series.rows(b1 - context, b2), series.rows(b2 - context, len(series))
 
 
-def _is_index(c, n: int) -> bool:
-    """``c`` is an integer (not a bool) in [0, n)."""
-    return isinstance(c, numbers.Integral) and not isinstance(c, (bool, np.bool_)) and 0 <= c < n
+def _is_int(c) -> bool:
+    """``c`` is an integer, not a bool."""
+    return isinstance(c, numbers.Integral) and not isinstance(c, (bool, np.bool_))
 
 
 class Standardizer:
@@ -591,9 +591,12 @@ class Standardizer:
     def _channel_indices(self, channels) -> list[int]:
         """``channels`` as indices of the fitted channels, else a ValueError naming them."""
         n = len(self.mean)
-        if not (isinstance(channels, (list, tuple, np.ndarray)) and all(_is_index(c, n) for c in channels)):
-            raise ValueError(f"channels must be a list of indices of the {n} fitted channels (0-{n - 1}), "
-                             f"got {channels!r}; e.g. channels=[0] for the first channel alone")
+        expected = (f"channels must be a list of indices of the {n} fitted channels (0-{n - 1}), got "
+                    f"{channels!r}; e.g. channels=[0] for the first channel alone")
+        if not (isinstance(channels, (list, tuple, np.ndarray)) and all(_is_int(c) for c in channels)):
+            raise TypeError(expected)
+        if not all(0 <= c < n for c in channels):
+            raise ValueError(expected)
         return [int(c) for c in channels]
 
     def transform(self, x, channels=None):

@@ -21,6 +21,8 @@ import random
 import numpy as np
 import torch
 
+SEED_LIMIT = 2 ** 32          # NumPy's seeds: 0 <= seed < 2**32 (np.random.seed refuses others)
+
 
 @contextlib.contextmanager
 def kept_random_state():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import qkv
+from helpers import policy_error, qkv
 from labsupport.attention import (
     KERNELS,
     flash_attention,
@@ -187,7 +187,7 @@ def test_numpy_integer_sizes_are_sizes():
     assert x.shape == (14, 5, 1) and patchify(np.arange(12.0), n(4)).shape == (3, 4)
     with pytest.raises(ValueError, match="lookback must be a positive int, got 0"):
         make_windows(np.arange(20.0), n(0), 2)
-    with pytest.raises(ValueError, match="patch_len must be a positive int, got True"):
+    with pytest.raises(TypeError, match="patch_len must be a positive int, got True"):
         patchify(np.arange(12.0), True)
 
 
@@ -364,7 +364,8 @@ BAD_INTS = [0, -1, 2.0, True, float("nan"), float("inf"), "3"]
 @pytest.mark.parametrize("arg", ["lookback", "horizon", "stride"])
 def test_make_windows_names_a_bad_size(arg, value):
     sizes = dict(lookback=3, horizon=2, stride=1) | {arg: value}
-    with pytest.raises(ValueError, match=rf"{arg} must be a positive int, got {re.escape(repr(value))}"):
+    message = rf"{arg} must be a positive int, got {re.escape(repr(value))}"
+    with pytest.raises(policy_error(value, integer=True), match=message):
         make_windows(np.arange(20.0), **sizes)
 
 
@@ -372,7 +373,8 @@ def test_make_windows_names_a_bad_size(arg, value):
 @pytest.mark.parametrize("arg", ["patch_len", "stride"])
 def test_patchify_names_a_bad_size(arg, value):
     sizes = dict(patch_len=4, stride=2) | {arg: value}
-    with pytest.raises(ValueError, match=rf"{arg} must be a positive int, got {re.escape(repr(value))}"):
+    message = rf"{arg} must be a positive int, got {re.escape(repr(value))}"
+    with pytest.raises(policy_error(value, integer=True), match=message):
         patchify(np.arange(12.0), **sizes)
 
 
@@ -380,11 +382,12 @@ def test_patchify_names_a_bad_size(arg, value):
 def test_temporal_split_and_load_ett_name_a_bad_context(vic, tmp_path, value):
     from labsupport.data import ett_borders, load_ett
     message = rf"context must be an int >= 0, got {re.escape(repr(value))}"
-    with pytest.raises(ValueError, match=message):
+    error = policy_error(value, integer=True)
+    with pytest.raises(error, match=message):
         temporal_split(vic, context=value)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=message):
         ett_borders("ETTh1", context=value)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=message):
         load_ett("ETTh1", tmp_path, download=False, context=value)
 
 
@@ -396,7 +399,8 @@ def test_load_ett_refuses_a_download_flag_that_is_not_a_bool(tmp_path):
 
 @pytest.mark.parametrize("eps", [0, -1e-8, float("nan"), float("inf"), True, "1e-8", None])
 def test_standardizer_names_a_bad_eps(eps):
-    with pytest.raises(ValueError, match=rf"eps must be a finite number > 0, got {re.escape(repr(eps))}"):
+    message = rf"eps must be a finite number > 0, got {re.escape(repr(eps))}"
+    with pytest.raises(policy_error(eps), match=message):
         Standardizer(eps=eps)
 
 
@@ -509,7 +513,8 @@ def _cases(options, values, common=()):
 @pytest.mark.parametrize("cls, arg, value", _cases(INT_OPTIONS, [0, -2, 2.0, True, float("nan"), "8"],
                                                    common=("lookback", "horizon", "channels")))
 def test_every_size_of_every_forecaster_is_a_positive_int(cls, arg, value):
-    with pytest.raises(ValueError, match=rf"{arg} must be a positive int, got {re.escape(repr(value))}"):
+    message = rf"{arg} must be a positive int, got {re.escape(repr(value))}"
+    with pytest.raises(policy_error(value, integer=True), match=message):
         FORECASTERS[cls](**(SIZES | {arg: value}))
 
 
@@ -523,7 +528,7 @@ def test_every_flag_of_every_forecaster_is_a_bool(cls, arg, value):
 
 @pytest.mark.parametrize("cls, arg, value", _cases(DROPOUT_OPTIONS, [-0.1, 1.0, float("nan"), True, "0.1"]))
 def test_every_dropout_is_a_rate_in_zero_one(cls, arg, value):
-    with pytest.raises(ValueError, match=rf"{arg} must be a number in \[0, 1\), "
+    with pytest.raises(policy_error(value), match=rf"{arg} must be a number in \[0, 1\), "
                                          rf"got {re.escape(repr(value))}"):
         FORECASTERS[cls](**(SIZES | {arg: value}))
 
@@ -550,9 +555,9 @@ def test_ridge_takes_numpy_penalties():
 @pytest.mark.parametrize("eps", [0.0, -1e-5, float("nan"), float("inf"), True])
 def test_ridge_and_instance_norm_refuse_an_eps_that_divides_by_zero(eps):
     message = rf"eps must be a finite number > 0, got {re.escape(repr(eps))}"
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(policy_error(eps), match=message):
         RidgeForecaster(**SIZES, eps=eps)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(policy_error(eps), match=message):
         InstanceNorm(3, eps=eps)
 
 
@@ -565,7 +570,8 @@ def test_instance_norm_names_bad_channels_and_affine():
 
 @pytest.mark.parametrize("value", [-1, 2.5, True, float("nan")])
 def test_patch_transformer_time_features_is_a_count(value):
-    with pytest.raises(ValueError, match=rf"time_features must be an int >= 0, got {re.escape(repr(value))}"):
+    message = rf"time_features must be an int >= 0, got {re.escape(repr(value))}"
+    with pytest.raises(policy_error(value, integer=True), match=message):
         PatchTransformer(**SIZES, time_features=value)
 
 
@@ -574,16 +580,18 @@ def test_patch_transformer_names_an_unknown_backbone():
         PatchTransformer(**SIZES, backbone="vanilla")
 
 
-@pytest.mark.parametrize("build, message", [
-    (lambda: CausalConv1d(2, 3, kernel_size=0), "kernel_size must be a positive int, got 0"),
-    (lambda: CausalConv1d(2, 3, kernel_size=3, dilation=0), "dilation must be a positive int, got 0"),
-    (lambda: CausalConv1d(2.0, 3, kernel_size=3), "in_channels must be a positive int, got 2.0"),
-    (lambda: TemporalBlock(2, 3, kernel_size=3, dilation=1.5), "dilation must be a positive int, got 1.5"),
-    (lambda: TemporalBlock(2, 3, 3, 1, dropout=float("nan")),
+@pytest.mark.parametrize("build, error, message", [
+    (lambda: CausalConv1d(2, 3, kernel_size=0), ValueError, "kernel_size must be a positive int, got 0"),
+    (lambda: CausalConv1d(2, 3, kernel_size=3, dilation=0), ValueError,
+     "dilation must be a positive int, got 0"),
+    (lambda: CausalConv1d(2.0, 3, kernel_size=3), TypeError, "in_channels must be a positive int, got 2.0"),
+    (lambda: TemporalBlock(2, 3, kernel_size=3, dilation=1.5), TypeError,
+     "dilation must be a positive int, got 1.5"),
+    (lambda: TemporalBlock(2, 3, 3, 1, dropout=float("nan")), ValueError,
      r"dropout must be a number in \[0, 1\), got nan"),
 ])
-def test_tcn_layers_name_a_bad_size(build, message):
-    with pytest.raises(ValueError, match=message):
+def test_tcn_layers_name_a_bad_size(build, error, message):
+    with pytest.raises(error, match=message):
         build()
 
 
@@ -597,11 +605,12 @@ def test_ridge_never_keeps_a_penalty_whose_solution_is_not_finite():
     assert ridge.penalty == 1.0 and torch.isfinite(ridge(x)).all()
 
 
-@pytest.mark.parametrize("channels", [[2], [-1], [0.0], [True], 0, "0"])
-def test_standardizer_names_channels_that_are_not_indices_of_its_fitted_channels(channels):
+@pytest.mark.parametrize("channels, error", [([2], ValueError), ([-1], ValueError), ([0.0], TypeError),
+                                             ([True], TypeError), (0, TypeError), ("0", TypeError)])
+def test_standardizer_names_channels_that_are_not_indices_of_its_fitted_channels(channels, error):
     scaler = Standardizer().fit(np.random.default_rng(0).normal(size=(50, 2)))
-    with pytest.raises((ValueError, TypeError), match=r"channels must be a list of indices of the 2 fitted "
-                                                      rf"channels \(0-1\), got {re.escape(repr(channels))}"):
+    with pytest.raises(error, match=r"channels must be a list of indices of the 2 fitted "
+                                    rf"channels \(0-1\), got {re.escape(repr(channels))}"):
         scaler.transform(np.ones((3, 1)), channels=channels)
 
 
@@ -782,11 +791,11 @@ def test_numpy_integers_a_validator_accepted_reach_torch_as_ints():
 
 
 @pytest.mark.parametrize("call, error, message", [
-    (lambda: __import__("labsupport.attention", fromlist=["causal_mask"]).causal_mask(2.0), ValueError,
+    (lambda: __import__("labsupport.attention", fromlist=["causal_mask"]).causal_mask(2.0), TypeError,
      r"L must be an int >= 0, got 2.0"),
     (lambda: __import__("labsupport.attention", fromlist=["causal_mask"]).causal_mask(4, -1), ValueError,
      r"S must be an int >= 0, got -1"),
-    (lambda: __import__("labsupport.attention", fromlist=["band_mask"]).band_mask(4, 1.5), ValueError,
+    (lambda: __import__("labsupport.attention", fromlist=["band_mask"]).band_mask(4, 1.5), TypeError,
      r"window must be an int >= 0, got 1.5"),
     (lambda: __import__("labsupport.attention", fromlist=["band_mask"]).band_mask(4, -1), ValueError,
      r"window must be an int >= 0, got -1"),
@@ -802,11 +811,11 @@ def test_sinusoidal_and_rotary_encodings_refuse_a_base_that_gives_no_frequencies
     """base 0 or below gave inf or NaN features and rotations without a word."""
     from labsupport.positional import RotaryEmbedding, SinusoidalPositionalEncoding, sinusoidal_encoding
     message = rf"base must be a finite number > 0, got {re.escape(repr(base))}"
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(policy_error(base), match=message):
         sinusoidal_encoding(4, 8, base=base)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(policy_error(base), match=message):
         RotaryEmbedding(4, base=base)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(policy_error(base), match=message):
         SinusoidalPositionalEncoding(8, base=base)
 
 
@@ -822,11 +831,13 @@ def test_sinusoidal_and_rotary_encodings_refuse_a_base_that_gives_no_frequencies
 ])
 def test_t5_buckets_refuse_settings_that_give_no_logarithmic_buckets(options, message):
     """num_buckets=0 divided by zero; a max_distance below the exact buckets gave negative
-    buckets, read from the end of the table."""
+    buckets, read from the end of the table. A float is a TypeError, a count out of range a
+    ValueError."""
     from labsupport.positional import RelativePositionBias, relative_position_bucket
-    with pytest.raises(ValueError, match=message):
+    error = TypeError if isinstance(options.get("max_distance"), float) else ValueError
+    with pytest.raises(error, match=message):
         relative_position_bucket(torch.arange(-40, 40), **options)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=message):
         RelativePositionBias(2, **options)
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import tol
+from helpers import policy_error, tol
 from labsupport.data import patchify
 from labsupport.models import (
     CausalConv1d,
@@ -240,7 +240,7 @@ def test_seasonal_naive_bad_inputs():
         seasonal_naive(torch.zeros(10, 2), period=4, horizon=3)
     with pytest.raises(ValueError, match="period must be a positive int, got 0"):
         seasonal_naive(torch.zeros(1, 10, 2), period=0, horizon=3)
-    with pytest.raises(ValueError, match="horizon must be a positive int, got 2.5"):
+    with pytest.raises(TypeError, match="horizon must be a positive int, got 2.5"):
         seasonal_naive(torch.zeros(1, 10, 2), period=4, horizon=2.5)
 
 
@@ -270,7 +270,8 @@ def test_check_window_accepts_a_good_window():
                                         ("channels", True)])
 def test_bad_common_arguments(cls, arg, value):
     kwargs = dict(lookback=LOOKBACK, horizon=HORIZON, channels=1) | {arg: value}
-    with pytest.raises(ValueError, match=f"{arg} must be a positive int, got {value!r}"):
+    message = f"{arg} must be a positive int, got {value!r}"
+    with pytest.raises(policy_error(value, integer=True), match=message):
         cls(**kwargs)
 
 

@@ -32,6 +32,7 @@ from labsupport import positional as P
 from labsupport import provenance as Pv
 from labsupport import report as R
 from labsupport import scaling as Sc
+from labsupport import schedules as S
 from labsupport import timing as T
 from labsupport import train as Tr
 from labsupport import units as U
@@ -39,12 +40,12 @@ from labsupport import validation as V
 
 MODULES = ["attention", "layers", "positional", "memory", "models", "data", "train", "timing", "plots",
            "widgets", "profile", "report", "provenance", "validation", "compare", "devices",
-           "randomstate", "scaling", "units"]
+           "randomstate", "scaling", "units", "schedules"]
 
 EXEMPT = {
     # records and exceptions: no behaviour to test
     "attention.KernelSpec": "a frozen record", "attention.LinearAttentionState": "a record",
-    "profile.Card": "a record", "train.Plateau": "a frozen record of a schedule (fit applies it)",
+    "profile.Card": "a record", "schedules.Plateau": "a frozen record of a schedule (fit applies it)",
     "data.ChecksumError": "an exception", "validation.NonFiniteError": "an exception", "data.EttData": "a record", "data.ForecastTask": "a record",
     "memory.MemoryState": "a record", "timing.Timing": "a record", "profile.Profile": "a record",
     "provenance.RunStart": "a record",
@@ -215,7 +216,7 @@ CASES = {   # name: () -> (callable, args, kwargs)
                                         scaler=D.Standardizer().fit(np.arange(8.0).reshape(4, 2)), channels=[1]),
     "train.check_fit_options": lambda: case(Tr.check_fit_options, epochs=3, lr=0.1, clip=None,
                                             schedule=C.warmup_cosine(3)),
-    "train.check_batch_size": lambda: case(Tr.check_batch_size, np.int64(8)),
+    "validation.check_batch_size": lambda: case(V.check_batch_size, np.int64(8)),
     "randomstate.kept_random_state": lambda: case(_seeds_inside_a_kept_state),
     # timing
     "timing.time_call": lambda: case(T.time_call, A.naive_attention, *qkv(), reps=2),
@@ -342,9 +343,16 @@ CASES.update({
         _tiny_task(), {"A": C.Trainable(_small_dlinear)}, revin=False, seeds=2, naive_period=6, epochs=2,
         batch_size=16, progress=False), _tiny_task(), naive_period=6),
     "compare.diebold_mariano": lambda: case(C.diebold_mariano, t(30).double(), overlap=2),
-    "train.check_count": lambda: case(Tr.check_count, "epochs", np.int64(3), least=1, what="the budget"),
-    "train.check_windows": lambda: case(Tr.check_windows, "test", (t(4, 12, 1), t(4, 3, 1, seed=1))),
-    "compare.warmup_cosine": lambda: case(C.warmup_cosine, 4, warmup=1),
+    "validation.check_count": lambda: case(V.check_count, "epochs", np.int64(3), least=1, what="the budget"),
+    "validation.check_real": lambda: case(V.check_real, "lr", np.float32(0.5), what="a rate", fix="", positive=True),
+    "validation.check_text": lambda: case(V.check_text, "unit", None, optional=True),
+    "validation.check_windows": lambda: case(V.check_windows, "test", (t(4, 12, 1), t(4, 3, 1, seed=1))),
+    "validation.count_windows": lambda: case(V.count_windows, (t(4, 12, 1), None)),
+    "schedules.warmup_cosine": lambda: case(S.warmup_cosine, 4, warmup=1),
+    "schedules.resolve": lambda: case(S.resolve, "type3"),
+    "schedules.rate": lambda: case(S.rate, 0.1, S.Plateau(warmup=2), 0),
+    "data.read_times": lambda: case(D.read_times, np.array(["2020-01-01 00:00", "2020-01-01T01:00Z"][:1]),
+                                    lambda i: f"row {i}"),
     "compare.Trainable": lambda: case(C.Trainable, lambda revin: None, seeds=[0, 2], lr=0.1),
 })
 
