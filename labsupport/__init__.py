@@ -36,7 +36,7 @@ LAYERS
                       sweeps; torch imported only where a record is made (the Sphinx side needs none)
 4. models
    memory             Transformer-XL's segment recurrence and the compressive memory
-   models             the patch forecaster and its baselines (GRU, TCN, DLinear, ridge, naive)
+   models/            the forecasters by family: base (RevIN), recurrent, conv, linear, baselines, patch
 5. training
    train              the training loop with early stopping, evaluate, predict
 6. printing results (below compare, which prints its tables with report.table)
