@@ -533,9 +533,11 @@ def test_every_dropout_is_a_rate_in_zero_one(cls, arg, value):
         FORECASTERS[cls](**(SIZES | {arg: value}))
 
 
-@pytest.mark.parametrize("penalties", [[float("nan")], [1.0, float("inf")], [-1.0], [True], ["1"], []])
-def test_ridge_refuses_a_penalty_that_would_make_every_forecast_nan(penalties):
-    with pytest.raises(ValueError, match=rf"penalties must be a non-empty sequence of finite numbers >= 0, "
+@pytest.mark.parametrize("penalties, error", [([float("nan")], ValueError), ([1.0, float("inf")], ValueError),
+                                              ([-1.0], ValueError), ([True], TypeError), (["1"], TypeError),
+                                              ([], ValueError)])
+def test_ridge_refuses_a_penalty_that_would_make_every_forecast_nan(penalties, error):
+    with pytest.raises(error, match=rf"penalties must be a non-empty sequence of finite numbers >= 0, "
                                          rf"got {re.escape(repr(tuple(penalties)))}"):
         RidgeForecaster(**SIZES, penalties=penalties)
 

@@ -163,12 +163,13 @@ def _penalties(penalties) -> tuple[float, ...]:
         raise TypeError(f"penalties must be a sequence of numbers, e.g. [1.0, 10.0], got "
                         f"{type(penalties).__name__} {penalties!r}")
     values = tuple(penalties)
+    expected = f"penalties must be a non-empty sequence of finite numbers >= 0, got {values!r}"
     try:
         checked = tuple(check_nonnegative_number("penalty", p) for p in values)
-    except ValueError:
-        checked = ()
+    except (TypeError, ValueError) as err:            # the same kind of mistake, said of the sequence
+        raise type(err)(expected) from None
     if not checked:
-        raise ValueError(f"penalties must be a non-empty sequence of finite numbers >= 0, got {values!r}")
+        raise ValueError(expected)
     return checked
 
 
