@@ -24,7 +24,7 @@ LAYERS
    scaling            power-law fits on log-log axes in plain Python (fit_power_law)
    datasets/          the data the package ships: the hourly Victoria electricity series
 2. data, kernels, size presets and the figure style (low: compare draws in its palette)
-   data               the series, loaders with checksums, the temporal split, windows, patches
+   data/              the Series (from and to pandas), loaders with checksums, the split, windows, ETT
    attention/         the attention kernels (one signature), what each declares, KERNELS
    profile            the size presets (cpu, gpu, smoke) every notebook reads
    plots              the book's figure style (Okabe-Ito colours) and log-log fits

@@ -297,8 +297,10 @@ def test_a_frame_that_cannot_be_a_series_is_refused_by_name(make, error, message
     times = pd.DatetimeIndex(np.array(["2020-01-01T00:00", "2020-01-01T01:00", "2020-01-01T02:00"],
                                       dtype="datetime64[m]"), name="time")
     frame = pd.DataFrame({"load": [1.0, 2.0, 3.0], "city": ["a", "b", "c"]}, index=times)
+    made = make(frame)
+    time = "time" if isinstance(made, pd.DataFrame) and "time" in made.columns else None
     with pytest.raises(error, match=message):
-        Series.from_frame(make(frame), time="time" if "time" in make(frame).columns else None)
+        Series.from_frame(made, time=time)
 
 
 def test_a_frame_names_a_missing_time_and_a_missing_column():
