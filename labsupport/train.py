@@ -25,6 +25,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .devices import pick_device
+from .randomstate import seeded_torch
 from .randomstate import set_seed as set_seed  # lives in randomstate; notebooks import it from here
 from .schedules import SCHEDULES as SCHEDULES  # lives in schedules; fit(schedule=...) reads it
 from .schedules import Plateau, rate, resolve
@@ -165,23 +166,6 @@ def predict(model, inputs, *, batch_size: int = 1024, device=None) -> torch.Tens
     return torch.cat(outs)
 
 
-@contextmanager
-def _seeded(seed, device: torch.device):
-    """Yield the batch-order generator. With a seed, torch's generators for dropout (the
-    CPU's and the CUDA device's trained on) are seeded inside and restored on exit."""
-    if seed is None:
-        yield None
-        return
-    cuda = [device.index if device.index is not None else torch.cuda.current_device()] \
-        if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=cuda, device_type="cuda"):
-        torch.random.default_generator.manual_seed(seed)
-        for index in cuda:
-            with torch.cuda.device(index):
-                torch.cuda.manual_seed(seed)
-        yield torch.Generator().manual_seed(seed)
-
-
 def _train_epoch(model, optimiser, train, batches, device, clip, epoch: int) -> float:
     """One pass over ``batches``; the mean training loss. A non-finite loss raises
     before it reaches the weights; the first batch's shapes are compared."""
@@ -282,7 +266,7 @@ def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, bat
     cut = 1.0                                # Plateau: the product of its cuts so far
     bar = tqdm(range(epochs), desc=desc or type(model).__name__, leave=False, disable=not progress)
     try:
-        with _seeded(seed, device) as generator:
+        with seeded_torch(seed, device) as generator:
             for epoch in bar:
                 epoch_lr = rate(lr, multiplier, epoch) * cut
                 for group in optimiser.param_groups:

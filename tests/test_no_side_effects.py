@@ -218,6 +218,7 @@ CASES = {   # name: () -> (callable, args, kwargs)
                                             schedule=C.warmup_cosine(3)),
     "validation.check_batch_size": lambda: case(V.check_batch_size, np.int64(8)),
     "randomstate.kept_random_state": lambda: case(_seeds_inside_a_kept_state),
+    "randomstate.seeded_torch": lambda: case(_draws_inside_seeded_torch),
     # timing
     "timing.time_call": lambda: case(T.time_call, A.naive_attention, *qkv(), reps=2),
     "timing.cpu_peak_supported": lambda: case(T.cpu_peak_supported),
@@ -355,6 +356,13 @@ CASES.update({
                                     lambda i: f"row {i}"),
     "compare.Trainable": lambda: case(C.Trainable, lambda revin: None, seeds=[0, 2], lr=0.1),
 })
+
+
+def _draws_inside_seeded_torch():
+    """Drawing from the global torch generator inside `seeded_torch` leaves the caller's as it was."""
+    from labsupport.randomstate import seeded_torch
+    with seeded_torch(3, torch.device("cpu")) as generator:
+        return torch.rand(2), torch.randperm(4, generator=generator)
 
 
 def _seeds_inside_a_kept_state():
