@@ -22,6 +22,7 @@ import torch
 
 import helpers
 from labsupport import attention as A
+from labsupport import byte_models as B
 from labsupport import compare as C
 from labsupport import data as D
 from labsupport import devices as Dv
@@ -40,7 +41,7 @@ from labsupport import validation as V
 
 MODULES = ["attention", "layers", "positional", "memory", "models", "data", "train", "timing", "plots",
            "widgets", "profile", "report", "provenance", "validation", "compare", "devices",
-           "randomstate", "scaling", "units", "schedules"]
+           "randomstate", "scaling", "units", "schedules", "byte_models"]
 
 EXEMPT = {
     # records and exceptions: no behaviour to test
@@ -224,6 +225,13 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "timing.cpu_peak_supported": lambda: case(T.cpu_peak_supported),
     "timing.peak_memory": lambda: case(T.peak_memory, A.naive_attention, *qkv()),
     "units.format_bytes": lambda: case(U.format_bytes, 123456),
+    # byte models: plain arithmetic on sizes
+    **{f"byte_models.{name}": (lambda name=name, kwargs=kwargs: case(getattr(B, name), 512, **kwargs)) for name, kwargs in {
+        "naive_bytes": dict(batch=2, heads=4, causal=True, size=2), "inputs_bytes": dict(heads=4),
+        "fused_bytes": dict(heads=4, size=2, block=64), "fused_sweep_bytes": dict(size=2, block=64),
+        "final_bytes": dict(size=4), "bill_bytes": {}, "backward_bytes": {}, "segment_bytes": {},
+        "efficient_naive_bytes": dict(size=2), "efficient_others_bytes": dict(size=2),
+        "lab_step_bytes": dict(size=4), "lab_activation_bytes": {}, "lab_fused_bytes": {}}.items()},
     "units.format_seconds": lambda: case(U.format_seconds, 754.2),
     "scaling.fit_power_law": lambda: case(Sc.fit_power_law, np.array([1.0, 2, 4, 8]), np.array([1.0, 4, 16, 64])),
     "timing.is_out_of_memory": lambda: case(T.is_out_of_memory, RuntimeError("CUDA out of memory")),
