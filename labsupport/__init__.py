@@ -16,6 +16,7 @@ what was checked, what was expected and what arrived, and how to fix it; the che
 LAYERS
 1. foundation: the standard library, NumPy and torch only
    units              how bytes and seconds read in tables and messages (format_bytes)
+   markdown           the one Markdown table writer and escaping (table, escape, Markdown)
    byte_models        the bytes attention sweeps hold at their peak, computed (naive_bytes, ...)
    links              where the book lives: links to a section (Colab) or a page (GitHub)
    randomstate        keeping the caller's random streams (kept_random_state, set_seed, SEED_LIMIT)

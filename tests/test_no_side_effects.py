@@ -27,6 +27,7 @@ from labsupport import compare as C
 from labsupport import data as D
 from labsupport import devices as Dv
 from labsupport import layers as Ly
+from labsupport import markdown as Md
 from labsupport import memory as M
 from labsupport import models as Mo
 from labsupport import positional as P
@@ -41,7 +42,7 @@ from labsupport import validation as V
 
 MODULES = ["attention", "layers", "positional", "memory", "models", "data", "train", "timing", "plots",
            "widgets", "profile", "report", "provenance", "validation", "compare", "devices",
-           "randomstate", "scaling", "units", "schedules", "byte_models"]
+           "randomstate", "scaling", "units", "schedules", "byte_models", "markdown"]
 
 EXEMPT = {
     # records and exceptions: no behaviour to test
@@ -53,7 +54,7 @@ EXEMPT = {
     "train.Metrics": "a record", "train.History": "a record",
     "compare.TrainingRecord": "a record", "compare.Entry": "a record", "compare.RunFailure": "a record",
     "compare.PairedTest": "a frozen record",
-    "report.ClaimNotConfirmed": "an exception", "report.Markdown": "a str that marks a table note",
+    "report.ClaimNotConfirmed": "an exception", "markdown.Markdown": "a str that marks a table note",
     # the claim record is the process's own state, kept for the closing line: that is its job
     "report.claims_held": "reads the claim record", "report.forget_claims": "empties the claim record",
     "compare.Comparison": "a record of results: its methods read and print it (tests/test_compare.py)",
@@ -225,6 +226,8 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "timing.cpu_peak_supported": lambda: case(T.cpu_peak_supported),
     "timing.peak_memory": lambda: case(T.peak_memory, A.naive_attention, *qkv()),
     "units.format_bytes": lambda: case(U.format_bytes, 123456),
+    "markdown.escape": lambda: case(Md.escape, "a_b | <c>"),
+    "markdown.table": lambda: case(Md.table, ["kernel", "ms"], [["naive", "2.8"], ["flash", "1.0"]]),
     # byte models: plain arithmetic on sizes
     **{f"byte_models.{name}": (lambda name=name, kwargs=kwargs: case(getattr(B, name), 512, **kwargs)) for name, kwargs in {
         "naive_bytes": dict(batch=2, heads=4, causal=True, size=2), "inputs_bytes": dict(heads=4),
