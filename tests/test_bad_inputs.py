@@ -37,7 +37,7 @@ def vic():
     return load_vic_elec()
 
 
-# --- item 3: a Standardizer refuses data with another number of channels ------------------
+# --- a Standardizer refuses data with another number of channels -------------------------
 
 def test_standardizer_refuses_another_number_of_channels():
     scaler = Standardizer().fit(np.random.default_rng(0).normal(size=(50, 2)))
@@ -61,7 +61,7 @@ def test_evaluate_refuses_a_scaler_of_another_width():
         evaluate(lambda inputs: inputs[:, -3:], (x, y), scaler=scaler)
 
 
-# --- item 4: temporal_split returns parts of its own ------------------------------------
+# --- temporal_split returns parts of its own -------------------------------------------
 
 def test_scaling_one_part_in_place_changes_neither_the_others_nor_the_series(vic):
     before = vic.values.copy()
@@ -75,7 +75,7 @@ def test_scaling_one_part_in_place_changes_neither_the_others_nor_the_series(vic
     assert not np.shares_memory(test.values, vic.values)
 
 
-# --- item 7: load_csv and Series -------------------------------------------------------
+# --- load_csv and Series --------------------------------------------------------------
 
 def _write(tmp_path, text):
     path = tmp_path / "tiny.csv"
@@ -130,7 +130,7 @@ def test_series_refuses_unsorted_or_repeated_timestamps():
         Series(t[[0, 2, 1]], np.zeros((3, 2)), ("a", "a"))
 
 
-# --- item 9: a constant training column, a NaN ------------------------------------------
+# --- a constant training column, a NaN -------------------------------------------------
 
 def test_standardizer_centres_a_constant_column_instead_of_dividing_by_eps():
     train = np.stack([np.arange(10.0), np.zeros(10)], axis=1)                 # channel 1 is constant
@@ -616,7 +616,7 @@ def test_standardizer_names_channels_that_are_not_indices_of_its_fitted_channels
         scaler.transform(np.ones((3, 1)), channels=channels)
 
 
-# --- round three: values accepted that meant nothing ----------------------------------------------
+# --- values accepted that meant nothing ---------------------------------------------------------
 
 @pytest.mark.parametrize("positions", [[2.7], [0, 2.5], np.array([1.5]), [np.float64(2.0)]])
 def test_global_tokens_must_be_integer_positions_not_floats_read_as_ints(positions):
@@ -772,7 +772,7 @@ def test_evaluate_says_which_windows_a_non_finite_forecast_covers():
     assert "forecast" not in str(evaluate(lambda inputs: inputs[:, -3:], (x, y)))
 
 
-# --- round three, neighbours: what a validator accepts is what the code then uses -------------------
+# --- what a validator accepts is what the code then uses --------------------------------------------
 
 def test_numpy_integers_a_validator_accepted_reach_torch_as_ints():
     """np.int64 passed every validator below, then torch refused it with its own message

@@ -398,7 +398,7 @@ def test_a_function_that_hangs_is_stopped_with_a_hint(name, monkeypatch):
     monkeypatch.setattr(sandbox, "TIME_LIMIT_S", 0.2)
     start = time.monotonic()
     expect(checks.CHECKS[name](lambda *args, **kwargs: time.sleep(30)), False, "ran longer than 0.2 s")
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 15          # stopped long before the 30 s, even on a busy machine
 
 
 def test_the_time_limit_gives_an_outer_timer_back():
@@ -617,7 +617,7 @@ def test_every_check_and_its_graded_test_take_under_a_few_seconds():
     for name, fn in RIGHT.items():
         start = time.perf_counter()
         checks.graded(name, fn, seed=9)
-        assert time.perf_counter() - start < 8, name
+        assert time.perf_counter() - start < 30, name      # milliseconds of work; room for a busy machine
 
 
 # --- numbers in hints: printed at the precision that decided, never two equal numbers ---------------

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
-from labsupport import data, positional
+from labsupport import data
 from labsupport.data import (
     ChecksumError,
     Series,
@@ -186,7 +186,6 @@ def test_time_features_ranges_and_periods():
     assert with_holiday.shape == (3, 7) and with_holiday[:, 6].tolist() == [1, 0, 0]
     with pytest.raises(ValueError, match=r"holiday must be \(T,\) = \(3,\), got \(2,\)"):
         time_features(stamps[:3], holiday=[1, 0])
-    assert positional.time_features is time_features                   # its old home still has it
 
 
 # --- time stamps: what pandas reads as ISO 8601 loads exactly, or is refused by line -------------

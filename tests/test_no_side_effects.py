@@ -1,4 +1,4 @@
-"""Nothing the user holds changes behind their back (issue 19): every public function of
+"""Nothing the user holds changes behind their back: every public function of
 labsupport, called on valid inputs, leaves each argument as it was and the global torch,
 NumPy and ``random`` generators where they were.
 

@@ -96,7 +96,7 @@ def test_the_lab_races_every_model_over_enough_seeds_at_a_fair_size():
 def test_the_heads_verdicts_read_the_same_readers_in_both_profiles():
     """12.2's lag readers train on the CPU in every profile and its checked verdicts read the
     first seed's four-head reader: the same epochs in cpu and gpu; several seeds for the
-    protocol's spread (issue 13), more on the GPU runner, also for the book's forecaster."""
+    protocol's spread, more on the GPU runner, also for the book's forecaster."""
     cpu, gpu = profile.PRESETS["cpu"], profile.PRESETS["gpu"]
     assert cpu["heads_epochs"] == gpu["heads_epochs"]
     assert cpu["heads_train_stride"] == gpu["heads_train_stride"]

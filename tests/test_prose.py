@@ -1,4 +1,4 @@
-"""Prose never types a figure or a ranking of one run (the evidence rules; issue 15, item 2).
+"""Prose never types a figure or a ranking of one run (the evidence rules, DESIGN.md 5b).
 
 The book is rebuilt from whichever execution produced it (a laptop, the GPU runner,
 Colab), so a sentence that copies a number from one run can contradict the table

@@ -47,7 +47,7 @@ def test_a_record_has_every_field_as_a_plain_value():
 
 def test_the_wall_time_counts_from_the_start():
     start = provenance.RunStart("cpu", torch.device("cpu"), time.perf_counter() - 75.0)
-    assert 75.0 <= provenance.run_record(start)["wall_s"] < 80.0
+    assert 75.0 <= provenance.run_record(start)["wall_s"] < 75.0 + 60      # room for a busy machine
 
 
 def test_start_and_record_say_what_they_need():

@@ -127,7 +127,7 @@ def test_peak_memory_on_cuda():
 
 def test_time_call_on_a_known_sleep():
     t = time_call(time.sleep, 0.02, reps=3, warmup=0)
-    assert 0.02 <= t.min <= t.median <= t.max < 0.5 and len(t.times) == 3
+    assert 0.02 <= t.min <= t.median <= t.max < 5 and len(t.times) == 3      # a busy machine wakes late
     with pytest.raises(ValueError, match="reps must be a positive int, got 0"):
         time_call(time.sleep, 0, reps=0)
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from labsupport import devices, provenance
+from labsupport import provenance
 from labsupport.data import Standardizer
 from labsupport.train import (
     Metrics,
@@ -221,11 +221,6 @@ def test_window_errors_are_each_windows_mean_over_horizon_and_channels():
         window_errors(lambda inputs: torch.zeros(len(inputs), 2, 1), (x, y))
 
 
-def test_set_seed_lives_with_kept_random_state_and_train_re_exports_it():
-    from labsupport import randomstate
-    assert set_seed is randomstate.set_seed
-
-
 def test_set_seed_seeds_torch_numpy_and_random():
     def draws():
         return torch.randn(3), np.random.rand(3), random.random()
@@ -239,7 +234,6 @@ def test_set_seed_seeds_torch_numpy_and_random():
 
 
 def test_pick_device_takes_the_one_given_else_cuda_when_available(monkeypatch):
-    assert pick_device is devices.pick_device                        # one rule, re-exported by train
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert pick_device() == torch.device("cuda") and pick_device("cpu") == torch.device("cpu")
     assert pick_device(torch.device("meta")) == torch.device("meta")
@@ -290,7 +284,7 @@ def test_inputs_may_be_a_tuple_passed_positionally():
         fit(TwoInputs(), ((x[:63], shift[:63]), y), toy_data(), progress=False)
 
 
-# --- issue 19: fit refuses bad data, stops cleanly, leaves the caller's generators alone ---
+# --- fit refuses bad data, stops cleanly, leaves the caller's generators alone ---
 
 def test_nan_or_inf_in_the_data_is_named_with_its_first_window():
     x, y = toy_data()
@@ -487,7 +481,7 @@ def test_seed_none_uses_the_global_generator():
         fit(Flat(), toy_data(), toy_data(), seed="3", progress=False)
 
 
-# --- issue 21: learning-rate schedules, and why training stopped ---
+# --- learning-rate schedules, and why training stopped ---
 
 def learning_rates(monkeypatch, schedule, epochs=7, lr=0.01):
     """The learning rate of each epoch as Adam saw it (one entry per epoch, checked per batch)."""
