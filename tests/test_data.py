@@ -123,6 +123,7 @@ def test_load_csv_reads_a_small_file(tmp_path):
     ("time,a\n2020-01-01T00:00,nan\n", r"line 2: column 'a' holds 'nan', not a finite number"),
     ("when,a\n2020-01-01T00:00,1\n", r"line 1: header \['when', 'a'\] has no time column 'time'"),
     ("time,a\n", r"no data rows"),
+    ("time,a\n2020-01-01T00:00,1\n\n", r"tiny.csv line 3 is blank: a series has no empty rows"),
 ])
 def test_malformed_files_name_the_line(tmp_path, text, message):
     with pytest.raises(ValueError, match=message):

@@ -87,6 +87,10 @@ def load_csv(path, *, time_column: str = "time", columns=None, sha256: str | Non
                          "interrupted download or copy); get the whole file again, or, if this line "
                          "is complete, end the file with a line break")
     line = lambda i: f"{path.name} line {i + 2}"                                      # noqa: E731
+    blank = (rows == "").all(axis=1)
+    if blank.any():
+        raise ValueError(f"{line(int(np.argmax(blank)))} is blank: a series has no empty rows; delete the "
+                         "line (or fill it)")
     stamps = read_times(rows[:, header.index(time_column)], line)
     later = stamps[1:] > stamps[:-1]
     if not later.all():
