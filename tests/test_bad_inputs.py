@@ -228,7 +228,7 @@ def test_dropout_p_outside_zero_one_is_refused(kernel):
     """One validator for every dropout rate (validation.check_dropout): 1.0 would drop every weight."""
     q, k, v = qkv(4)
     for p in (-0.1, 1.0, 1.5, float("nan"), True):
-        with pytest.raises(ValueError, match=rf"dropout_p must be a number in \[0, 1\), got {p}"):
+        with pytest.raises(policy_error(p), match=rf"dropout_p must be a number in \[0, 1\), got {p}"):
             kernel(q, k, v, dropout_p=p)
     with pytest.raises(ValueError, match=r"dropout must be a number in \[0, 1\), got -0.1"):
         MultiHeadAttention(8, 2, dropout=-0.1)

@@ -80,16 +80,17 @@ class Series:
         else:
             _frame_columns(frame, [time], "time")
             times, label = frame[time], f"column {time!r}"
+        stamps = _frame_times(times, label)
         names = [c for c in frame.columns if c != time] if columns is None else list(columns)
         _frame_columns(frame, names, "columns")
         values = frame[names].to_numpy(dtype=np.float64, na_value=np.nan)       # (T, C)
         bad = _outside_float32(values)
         if bad.any():
             row, column = np.argwhere(bad)[0]
-            raise ValueError(f"column {names[column]!r} row {row} holds {values[row, column]!r}, "
-                             f"{_float32_problem(float(values[row, column]))}")
+            value = float(values[row, column])
+            raise ValueError(f"column {names[column]!r} row {row} holds {value!r}, {_float32_problem(value)}")
         name = frame.attrs.get("name", "") if name is None else name
-        return cls(_frame_times(times, label), values.astype(np.float32), tuple(map(str, names)), name)
+        return cls(stamps, values.astype(np.float32), tuple(map(str, names)), name)
 
     def to_frame(self):
         """The series as a pandas DataFrame: one float32 column per channel, the times as its
