@@ -197,6 +197,7 @@ def _frame_times(times, label: str) -> np.ndarray:
     if missing.any():
         raise ValueError(f"the times ({label}) hold NaT (a missing time) at row {int(np.argmax(missing))}; "
                          "drop those rows or fill their times first")
+    stamps = _coarsest(stamps)
     later = stamps[1:] > stamps[:-1]
     if not later.all():
         i = int(np.argmin(later)) + 1
@@ -205,7 +206,7 @@ def _frame_times(times, label: str) -> np.ndarray:
         raise ValueError(f"the times ({label}) must be strictly increasing: row {i} ({stamps[i]}) does not "
                          f"come after row {i - 1} ({stamps[i - 1]}); sort the frame (frame.sort_values(...) "
                          f"or frame.sort_index()) and drop repeated times first{dst}")
-    return _coarsest(stamps)
+    return stamps
 
 
 def _check_real(values: np.ndarray) -> np.ndarray:
@@ -258,6 +259,11 @@ def read_times(texts, where) -> np.ndarray:
         raise ValueError(f"{where(i)}: time {texts[i]!r} has another UTC offset than the times before it "
                          f"(or one where they have none, or none where they have one); times are read on "
                          "one clock: convert them to one offset (or to UTC) first") from None
+    missing = np.isnat(stamps)
+    if missing.any():
+        i = int(np.argmax(missing))
+        raise ValueError(f"{where(i)}: time {texts[i]!r} is a missing time (pandas reads it as NaT); fill "
+                         "it or drop the row")
     return _coarsest(stamps)
 
 
