@@ -311,7 +311,7 @@ def test_a_frame_names_a_missing_time_and_a_missing_column():
     with pytest.raises(ValueError, match=r"the frame has no columns \['demand'\]"):
         Series.from_frame(frame, time="time", columns=["demand"])
     gap = frame.assign(time=["2020-01-01 00:00", None])
-    with pytest.raises(ValueError, match=r"column 'time' row 1: time 'None' is a missing time"):
+    with pytest.raises(ValueError, match=r"column 'time' row 1: time '(None|nan)' is a missing time"):
         Series.from_frame(gap, time="time")
     with pytest.raises(ValueError, match=r"the times \(column 'time'\) hold NaT \(a missing time\) at row 1"):
         Series.from_frame(gap.assign(time=pd.to_datetime(gap["time"])), time="time")
