@@ -317,13 +317,19 @@ def _check_buckets(num_buckets, max_distance, bidirectional: bool) -> tuple[int,
     """T5's bucket settings as ints, or raise: at least 2 buckets per direction of offset (an
     exact one and a logarithmic one), and a ``max_distance`` beyond the exact buckets."""
     least = 4 if bidirectional else 2
-    if not _is_count(num_buckets) or num_buckets < least:
-        raise ValueError(f"num_buckets must be an int >= {least} (2 per direction of offset: exact, then "
-                         f"logarithmic), got {num_buckets!r}")
+    expected = (f"num_buckets must be an int >= {least} (2 per direction of offset: exact, then "
+                f"logarithmic), got {num_buckets!r}")
+    if not _is_count(num_buckets):
+        raise TypeError(expected)
+    if num_buckets < least:
+        raise ValueError(expected)
     exact = (num_buckets // 2 if bidirectional else num_buckets) // 2
-    if not _is_count(max_distance) or max_distance <= exact:
-        raise ValueError(f"max_distance must be an int > {exact}, the last offset with a bucket of its own "
-                         f"(num_buckets {num_buckets}), got {max_distance!r}; T5 uses 128 with 32 buckets")
+    expected = (f"max_distance must be an int > {exact}, the last offset with a bucket of its own "
+                f"(num_buckets {num_buckets}), got {max_distance!r}; T5 uses 128 with 32 buckets")
+    if not _is_count(max_distance):
+        raise TypeError(expected)
+    if max_distance <= exact:
+        raise ValueError(expected)
     return int(num_buckets), int(max_distance)
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import inspect
 import math
-import numbers
 import statistics
 import time
 from contextlib import contextmanager
@@ -26,95 +25,46 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .devices import pick_device
+from .randomstate import seeded_torch
 from .randomstate import set_seed as set_seed  # lives in randomstate; notebooks import it from here
-from .validation import NonFiniteError
-
-# --- the options' ranges -------------------------------------------------------------------------
-
-def check_count(name: str, value, *, least: int, what: str, why: str = "", optional: bool = False):
-    """``value`` as an int if it is an integer >= ``least`` (never a bool, nor a float such
-    as 3.0), or None when ``optional``; else raise naming ``name``, ``what`` it is and the
-    fix. ``why`` says what a value below ``least`` would do.
-
-    >>> check_count("epochs", 3.0, least=1, what="the epoch budget")
-    Traceback (most recent call last):
-    ...
-    ValueError: epochs must be an int >= 1 (the epoch budget), got the float 3.0; pass epochs=3
-    """
-    if value is None and optional:
-        return None
-    expected = f"{name} must be {'None or ' if optional else ''}an int >= {least} ({what})"
-    if isinstance(value, bool):
-        raise ValueError(f"{expected}, got {value!r}: a bool is not a count; pass e.g. {name}={least}")
-    if isinstance(value, numbers.Integral):
-        if value < least:
-            raise ValueError(f"{expected}, got {int(value)}{'; ' + why if why else ''}")
-        return int(value)
-    if isinstance(value, numbers.Real):
-        whole = math.isfinite(value) and value == int(value) and value >= least
-        fix = f"pass {name}={int(value)}" if whole else f"pass an int >= {least}"
-        raise ValueError(f"{expected}, got the float {value!r}; {fix}")
-    raise TypeError(f"{expected}, got {type(value).__name__} {value!r}")
-
-
-def _check_real(name: str, value, *, what: str, fix: str, positive: bool, optional: bool = False):
-    """``value`` as a float if it is a finite real number, > 0 when ``positive`` (else >= 0),
-    or None when ``optional``; else raise naming ``name``, ``what`` it is and the ``fix``."""
-    if value is None and optional:
-        return None
-    kind = "a positive finite number" if positive else "a finite number >= 0"
-    expected = f"{name} must be {'None or ' if optional else ''}{kind} ({what})"
-    if isinstance(value, bool):
-        raise ValueError(f"{expected}, got {value!r}: a bool is not a number; {fix}")
-    if not isinstance(value, numbers.Real):
-        raise TypeError(f"{expected}, got {type(value).__name__} {value!r}; {fix}")
-    if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        raise ValueError(f"{expected}, got {value!r}; {fix}")
-    return float(value)
-
-
-def check_batch_size(value) -> int:
-    """``value`` as an int if it is a batch size (an int >= 1), else raise naming it."""
-    return check_count("batch_size", value, least=1, what="windows per batch")
-
+from .schedules import SCHEDULES as SCHEDULES  # lives in schedules; fit(schedule=...) reads it
+from .schedules import Plateau, rate, resolve
+from .validation import (
+    NonFiniteError,
+    check_batch_size,
+    check_bool,
+    check_count,
+    check_real,
+    check_text,
+    check_windows,
+    count_windows,
+)
 
 _FIT_CHECKS = {   # fit's keyword options -> the check of one value
     "epochs": lambda v: check_count("epochs", v, least=1, what="the epoch budget"),
-    "lr": lambda v: _check_real("lr", v, positive=True, what="Adam's learning rate", fix="pass e.g. lr=1e-3"),
+    "lr": lambda v: check_real("lr", v, positive=True, what="Adam's learning rate", fix="pass e.g. lr=1e-3"),
     "batch_size": check_batch_size,
     "patience": lambda v: check_count(
         "patience", v, least=1, what="epochs without a better validation loss before stopping",
         why="patience=0 would stop after one epoch and call it converged; pass e.g. patience=3, or "
             "patience=epochs for a fixed budget"),
-    "weight_decay": lambda v: _check_real("weight_decay", v, positive=False, what="Adam's L2 penalty",
+    "weight_decay": lambda v: check_real("weight_decay", v, positive=False, what="Adam's L2 penalty",
                                           fix="pass weight_decay=0.0 for none"),
-    "clip": lambda v: _check_real(
+    "clip": lambda v: check_real(
         "clip", v, positive=True, optional=True, what="the largest gradient norm",
         fix="a negative clip would ascend the gradient and 0 would freeze training: pass e.g. clip=1.0, "
             "or clip=None for no clipping"),
     "device": lambda v: v,                               # pick_device names a bad one
     "seed": lambda v: check_count("seed", v, least=0, optional=True,
                                    what="the seed of batch order and dropout"),
-    "max_seconds": lambda v: _check_real(
+    "max_seconds": lambda v: check_real(
         "max_seconds", v, positive=True, optional=True, what="a time budget in seconds",
         fix="NaN or 0 would never or always stop: pass e.g. max_seconds=600, or max_seconds=None for no "
             "limit"),
-    "progress": lambda v: _check_flag("progress", v),
-    "desc": lambda v: _check_text("desc", v),
-    "schedule": lambda v: _schedule(v),
+    "progress": lambda v: check_bool("progress", v),
+    "desc": lambda v: check_text("desc", v, optional=True),
+    "schedule": lambda v: resolve(v),
 }
-
-
-def _check_flag(name: str, value) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
-    return value
-
-
-def _check_text(name: str, value):
-    if value is not None and not isinstance(value, str):
-        raise TypeError(f"{name} must be None or a str, got {type(value).__name__} {value!r}")
-    return value
 
 
 def check_fit_options(**options) -> dict:
@@ -130,22 +80,10 @@ def check_fit_options(**options) -> dict:
     if "schedule" in options and "epochs" in options:
         lr = checked.get("lr", _FIT_DEFAULTS["lr"])
         for epoch in range(checked["epochs"]):
-            _rate(lr, checked["schedule"], epoch)
+            rate(lr, checked["schedule"], epoch)
     if "schedule" in options:
         checked["schedule"] = options["schedule"]          # as given: None, a name or the callable
     return checked
-
-
-def _is_inputs(inputs) -> bool:
-    """A tensor, or a tuple of tensors (or None) passed to the model positionally."""
-    if isinstance(inputs, torch.Tensor):
-        return True
-    return (isinstance(inputs, tuple) and isinstance(inputs[0], torch.Tensor)
-            and all(t is None or isinstance(t, torch.Tensor) for t in inputs))
-
-
-def _count(inputs) -> int:
-    return len(inputs if isinstance(inputs, torch.Tensor) else inputs[0])
 
 
 def _take(inputs, idx, device) -> tuple:
@@ -153,115 +91,6 @@ def _take(inputs, idx, device) -> tuple:
     if isinstance(inputs, torch.Tensor):
         return (inputs[idx].to(device),)
     return tuple(None if t is None else t[idx].to(device) for t in inputs)
-
-
-def _check_pair(name: str, pair):
-    if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and _is_inputs(pair[0])
-            and isinstance(pair[1], torch.Tensor)):
-        raise TypeError(f"{name} must be an (inputs, targets) pair of tensors, got {type(pair).__name__}")
-    inputs, targets = pair
-    if _count(inputs) != len(targets) or len(targets) == 0:
-        raise ValueError(f"{name}: {_count(inputs)} inputs and {len(targets)} targets; "
-                         "expected the same, non-zero number of windows")
-    return inputs, targets
-
-
-def check_windows(name: str, pair, *, when: str = "training") -> tuple:
-    """``(inputs, targets)`` if ``pair`` holds tensors with as many windows each, all finite;
-    else raise naming ``name`` (e.g. "test") and the first window that holds NaN or inf
-    (``when``: what they must be dropped or filled before, in the message)."""
-    inputs, targets = _check_pair(name, pair)
-    _check_finite(name, inputs, targets, when)
-    return inputs, targets
-
-
-def _check_finite(name: str, inputs, targets, when: str) -> None:
-    """Raise naming the tensor and its first window that holds NaN or inf."""
-    tensors = {f"{name} inputs": inputs} if isinstance(inputs, torch.Tensor) else \
-        {f"{name} inputs[{i}]": t for i, t in enumerate(inputs) if t is not None}
-    tensors[f"{name} targets"] = targets
-    for label, t in tensors.items():
-        if not t.is_floating_point():
-            continue
-        bad = ~torch.isfinite(t.reshape(len(t), -1)).all(dim=1)          # (N,): window holds NaN/inf
-        if bad.any():
-            first = int(bad.nonzero()[0])
-            raise ValueError(f"{label} hold NaN or inf values in {int(bad.sum())} window(s), first in "
-                             f"window {first} of {len(t)}; drop or fill them before {when}, e.g. "
-                             "keep = torch.isfinite(x).flatten(1).all(1) & "
-                             "torch.isfinite(y).flatten(1).all(1)")
-
-
-def _constant(epoch: int) -> float:
-    return 1.0
-
-
-def _type1(epoch: int) -> float:
-    """LTSF-Linear's (DLinear's) ``type1``: lr for two epochs, then halved every epoch."""
-    return 0.5 ** max(0, epoch - 1)
-
-
-def _type3(epoch: int) -> float:
-    """PatchTST's ``type3``: lr for four epochs, then x0.9 every epoch."""
-    return 0.9 ** max(0, epoch - 3)
-
-
-# epoch (from 0) -> multiplier of lr. The official scripts call adjust_learning_rate(epoch + 1)
-# after each epoch, so epoch e trains at the rate those functions give for e (e >= 1) and at
-# lr for e = 0: type1 lr * 0.5 ** max(0, e - 1), type3 lr * 0.9 ** max(0, e - 3).
-@dataclass(frozen=True)
-class Plateau:
-    """Lower the learning rate when validation stops improving: after every epoch whose
-    validation loss is no better than the best so far, the rate is multiplied by ``factor``
-    (PyTorch's ``ReduceLROnPlateau`` with patience 0), after ``warmup`` epochs of a linear
-    ramp. With `fit`'s early stopping (``patience`` p) a run then stops after p epochs
-    without improvement with its rate cut p times: it ends annealed *and* by early
-    stopping, so a short budget is not what ends it.
-
-    Math: ``lr_e = lr * w(e) * factor ** n_e``, ``n_e`` the epochs before e that did not
-    improve, ``w(e) = (e + 1) / (warmup + 1)`` for e < warmup, else 1.
-
-    >>> Plateau(warmup=1)(0), Plateau(warmup=1)(3)          # the ramp; fit applies the cuts
-    (0.5, 1.0)
-    """
-
-    factor: float = 0.5
-    warmup: int = 0
-
-    def __post_init__(self):
-        if isinstance(self.factor, bool) or not isinstance(self.factor, (int, float)) \
-                or not 0 < self.factor < 1:
-            raise ValueError(f"Plateau factor must be a number in (0, 1), got {self.factor!r}; "
-                             "0.5 halves the rate after an epoch without improvement")
-        if isinstance(self.warmup, bool) or not isinstance(self.warmup, int) or self.warmup < 0:
-            raise ValueError(f"Plateau warmup must be an int >= 0 (epochs), got {self.warmup!r}")
-
-    def __call__(self, epoch: int) -> float:
-        return (epoch + 1) / (self.warmup + 1) if epoch < self.warmup else 1.0
-
-
-SCHEDULES = {"constant": _constant, "type1": _type1, "type3": _type3, "plateau": Plateau()}
-_SCHEDULE_HELP = ("schedule must be None, 'constant', 'type1', 'type3', 'plateau', a Plateau(...) or a "
-                  "callable epoch -> multiplier")
-
-
-def _schedule(schedule):
-    if schedule is None:
-        return _constant
-    if isinstance(schedule, str):
-        if schedule not in SCHEDULES:
-            raise ValueError(f"{_SCHEDULE_HELP}, got {schedule!r}")
-        return SCHEDULES[schedule]
-    if not callable(schedule):
-        raise TypeError(f"{_SCHEDULE_HELP}, got {type(schedule).__name__} {schedule!r}")
-    return schedule
-
-
-def _rate(lr: float, multiplier, epoch: int) -> float:
-    factor = multiplier(epoch)
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor < float("inf"):
-        raise ValueError(f"schedule({epoch}) returned {factor!r}; expected a multiplier > 0 of lr")
-    return lr * factor
 
 
 STOP_REASONS = {
@@ -333,25 +162,8 @@ def predict(model, inputs, *, batch_size: int = 1024, device=None) -> torch.Tens
     device = pick_device(device)
     if isinstance(model, nn.Module):
         model.eval().to(device)
-    outs = [model(*_take(inputs, idx, device)).cpu() for idx in _batches(_count(inputs), batch_size)]
+    outs = [model(*_take(inputs, idx, device)).cpu() for idx in _batches(count_windows(inputs), batch_size)]
     return torch.cat(outs)
-
-
-@contextmanager
-def _seeded(seed, device: torch.device):
-    """Yield the batch-order generator. With a seed, torch's generators for dropout (the
-    CPU's and the CUDA device's trained on) are seeded inside and restored on exit."""
-    if seed is None:
-        yield None
-        return
-    cuda = [device.index if device.index is not None else torch.cuda.current_device()] \
-        if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=cuda, device_type="cuda"):
-        torch.random.default_generator.manual_seed(seed)
-        for index in cuda:
-            with torch.cuda.device(index):
-                torch.cuda.manual_seed(seed)
-        yield torch.Generator().manual_seed(seed)
 
 
 def _train_epoch(model, optimiser, train, batches, device, clip, epoch: int) -> float:
@@ -446,7 +258,7 @@ def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, bat
         raise ValueError(f"val targets are (N, {', '.join(map(str, y_val.shape[1:]))}) but train targets "
                          f"(N, {', '.join(map(str, y_train.shape[1:]))}); make both with the same horizon "
                          "and channels")
-    multiplier = _schedule(schedule)
+    multiplier = resolve(schedule)
     device = pick_device(device)
     model.to(device)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
@@ -454,11 +266,11 @@ def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, bat
     cut = 1.0                                # Plateau: the product of its cuts so far
     bar = tqdm(range(epochs), desc=desc or type(model).__name__, leave=False, disable=not progress)
     try:
-        with _seeded(seed, device) as generator:
+        with seeded_torch(seed, device) as generator:
             for epoch in bar:
-                rate = _rate(lr, multiplier, epoch) * cut
+                epoch_lr = rate(lr, multiplier, epoch) * cut
                 for group in optimiser.param_groups:
-                    group["lr"] = rate
+                    group["lr"] = epoch_lr
                 t0 = time.perf_counter()
                 batches = _shuffled(len(y_train), batch_size, generator)
                 train_loss = _train_epoch(model, optimiser, (x_train, y_train), batches, device, clip, epoch)
@@ -469,7 +281,7 @@ def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, bat
                     val_loss = F.mse_loss(predict(model, x_val, device=device), y_val).item()
                 if not math.isfinite(val_loss):
                     raise FloatingPointError(f"validation loss is {val_loss} after epoch {epoch + 1}")
-                history.learning_rates.append(rate)
+                history.learning_rates.append(epoch_lr)
                 history.epoch_seconds.append(seconds)
                 history.train_loss.append(train_loss)
                 history.val_loss.append(val_loss)

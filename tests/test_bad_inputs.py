@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import qkv
+from helpers import policy_error, qkv
 from labsupport.attention import (
     KERNELS,
     flash_attention,
@@ -37,7 +37,7 @@ def vic():
     return load_vic_elec()
 
 
-# --- a Standardizer refuses data with another number of channels ------------------
+# --- a Standardizer refuses data with another number of channels -------------------------
 
 def test_standardizer_refuses_another_number_of_channels():
     scaler = Standardizer().fit(np.random.default_rng(0).normal(size=(50, 2)))
@@ -61,7 +61,7 @@ def test_evaluate_refuses_a_scaler_of_another_width():
         evaluate(lambda inputs: inputs[:, -3:], (x, y), scaler=scaler)
 
 
-# --- temporal_split returns parts of its own ------------------------------------
+# --- temporal_split returns parts of its own -------------------------------------------
 
 def test_scaling_one_part_in_place_changes_neither_the_others_nor_the_series(vic):
     before = vic.values.copy()
@@ -75,7 +75,7 @@ def test_scaling_one_part_in_place_changes_neither_the_others_nor_the_series(vic
     assert not np.shares_memory(test.values, vic.values)
 
 
-# --- load_csv and Series -------------------------------------------------------
+# --- load_csv and Series --------------------------------------------------------------
 
 def _write(tmp_path, text):
     path = tmp_path / "tiny.csv"
@@ -130,7 +130,7 @@ def test_series_refuses_unsorted_or_repeated_timestamps():
         Series(t[[0, 2, 1]], np.zeros((3, 2)), ("a", "a"))
 
 
-# --- a constant training column, a NaN ------------------------------------------
+# --- a constant training column, a NaN -------------------------------------------------
 
 def test_standardizer_centres_a_constant_column_instead_of_dividing_by_eps():
     train = np.stack([np.arange(10.0), np.zeros(10)], axis=1)                 # channel 1 is constant
@@ -187,7 +187,7 @@ def test_numpy_integer_sizes_are_sizes():
     assert x.shape == (14, 5, 1) and patchify(np.arange(12.0), n(4)).shape == (3, 4)
     with pytest.raises(ValueError, match="lookback must be a positive int, got 0"):
         make_windows(np.arange(20.0), n(0), 2)
-    with pytest.raises(ValueError, match="patch_len must be a positive int, got True"):
+    with pytest.raises(TypeError, match="patch_len must be a positive int, got True"):
         patchify(np.arange(12.0), True)
 
 
@@ -228,7 +228,7 @@ def test_dropout_p_outside_zero_one_is_refused(kernel):
     """One validator for every dropout rate (validation.check_dropout): 1.0 would drop every weight."""
     q, k, v = qkv(4)
     for p in (-0.1, 1.0, 1.5, float("nan"), True):
-        with pytest.raises(ValueError, match=rf"dropout_p must be a number in \[0, 1\), got {p}"):
+        with pytest.raises(policy_error(p), match=rf"dropout_p must be a number in \[0, 1\), got {p}"):
             kernel(q, k, v, dropout_p=p)
     with pytest.raises(ValueError, match=r"dropout must be a number in \[0, 1\), got -0.1"):
         MultiHeadAttention(8, 2, dropout=-0.1)
@@ -364,7 +364,8 @@ BAD_INTS = [0, -1, 2.0, True, float("nan"), float("inf"), "3"]
 @pytest.mark.parametrize("arg", ["lookback", "horizon", "stride"])
 def test_make_windows_names_a_bad_size(arg, value):
     sizes = dict(lookback=3, horizon=2, stride=1) | {arg: value}
-    with pytest.raises(ValueError, match=rf"{arg} must be a positive int, got {re.escape(repr(value))}"):
+    message = rf"{arg} must be a positive int, got {re.escape(repr(value))}"
+    with pytest.raises(policy_error(value, integer=True), match=message):
         make_windows(np.arange(20.0), **sizes)
 
 
@@ -372,7 +373,8 @@ def test_make_windows_names_a_bad_size(arg, value):
 @pytest.mark.parametrize("arg", ["patch_len", "stride"])
 def test_patchify_names_a_bad_size(arg, value):
     sizes = dict(patch_len=4, stride=2) | {arg: value}
-    with pytest.raises(ValueError, match=rf"{arg} must be a positive int, got {re.escape(repr(value))}"):
+    message = rf"{arg} must be a positive int, got {re.escape(repr(value))}"
+    with pytest.raises(policy_error(value, integer=True), match=message):
         patchify(np.arange(12.0), **sizes)
 
 
@@ -380,11 +382,12 @@ def test_patchify_names_a_bad_size(arg, value):
 def test_temporal_split_and_load_ett_name_a_bad_context(vic, tmp_path, value):
     from labsupport.data import ett_borders, load_ett
     message = rf"context must be an int >= 0, got {re.escape(repr(value))}"
-    with pytest.raises(ValueError, match=message):
+    error = policy_error(value, integer=True)
+    with pytest.raises(error, match=message):
         temporal_split(vic, context=value)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=message):
         ett_borders("ETTh1", context=value)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=message):
         load_ett("ETTh1", tmp_path, download=False, context=value)
 
 
@@ -396,7 +399,8 @@ def test_load_ett_refuses_a_download_flag_that_is_not_a_bool(tmp_path):
 
 @pytest.mark.parametrize("eps", [0, -1e-8, float("nan"), float("inf"), True, "1e-8", None])
 def test_standardizer_names_a_bad_eps(eps):
-    with pytest.raises(ValueError, match=rf"eps must be a finite number > 0, got {re.escape(repr(eps))}"):
+    message = rf"eps must be a finite number > 0, got {re.escape(repr(eps))}"
+    with pytest.raises(policy_error(eps), match=message):
         Standardizer(eps=eps)
 
 
@@ -509,7 +513,8 @@ def _cases(options, values, common=()):
 @pytest.mark.parametrize("cls, arg, value", _cases(INT_OPTIONS, [0, -2, 2.0, True, float("nan"), "8"],
                                                    common=("lookback", "horizon", "channels")))
 def test_every_size_of_every_forecaster_is_a_positive_int(cls, arg, value):
-    with pytest.raises(ValueError, match=rf"{arg} must be a positive int, got {re.escape(repr(value))}"):
+    message = rf"{arg} must be a positive int, got {re.escape(repr(value))}"
+    with pytest.raises(policy_error(value, integer=True), match=message):
         FORECASTERS[cls](**(SIZES | {arg: value}))
 
 
@@ -523,14 +528,16 @@ def test_every_flag_of_every_forecaster_is_a_bool(cls, arg, value):
 
 @pytest.mark.parametrize("cls, arg, value", _cases(DROPOUT_OPTIONS, [-0.1, 1.0, float("nan"), True, "0.1"]))
 def test_every_dropout_is_a_rate_in_zero_one(cls, arg, value):
-    with pytest.raises(ValueError, match=rf"{arg} must be a number in \[0, 1\), "
+    with pytest.raises(policy_error(value), match=rf"{arg} must be a number in \[0, 1\), "
                                          rf"got {re.escape(repr(value))}"):
         FORECASTERS[cls](**(SIZES | {arg: value}))
 
 
-@pytest.mark.parametrize("penalties", [[float("nan")], [1.0, float("inf")], [-1.0], [True], ["1"], []])
-def test_ridge_refuses_a_penalty_that_would_make_every_forecast_nan(penalties):
-    with pytest.raises(ValueError, match=rf"penalties must be a non-empty sequence of finite numbers >= 0, "
+@pytest.mark.parametrize("penalties, error", [([float("nan")], ValueError), ([1.0, float("inf")], ValueError),
+                                              ([-1.0], ValueError), ([True], TypeError), (["1"], TypeError),
+                                              ([], ValueError)])
+def test_ridge_refuses_a_penalty_that_would_make_every_forecast_nan(penalties, error):
+    with pytest.raises(error, match=rf"penalties must be a non-empty sequence of finite numbers >= 0, "
                                          rf"got {re.escape(repr(tuple(penalties)))}"):
         RidgeForecaster(**SIZES, penalties=penalties)
 
@@ -550,9 +557,9 @@ def test_ridge_takes_numpy_penalties():
 @pytest.mark.parametrize("eps", [0.0, -1e-5, float("nan"), float("inf"), True])
 def test_ridge_and_instance_norm_refuse_an_eps_that_divides_by_zero(eps):
     message = rf"eps must be a finite number > 0, got {re.escape(repr(eps))}"
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(policy_error(eps), match=message):
         RidgeForecaster(**SIZES, eps=eps)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(policy_error(eps), match=message):
         InstanceNorm(3, eps=eps)
 
 
@@ -565,7 +572,8 @@ def test_instance_norm_names_bad_channels_and_affine():
 
 @pytest.mark.parametrize("value", [-1, 2.5, True, float("nan")])
 def test_patch_transformer_time_features_is_a_count(value):
-    with pytest.raises(ValueError, match=rf"time_features must be an int >= 0, got {re.escape(repr(value))}"):
+    message = rf"time_features must be an int >= 0, got {re.escape(repr(value))}"
+    with pytest.raises(policy_error(value, integer=True), match=message):
         PatchTransformer(**SIZES, time_features=value)
 
 
@@ -574,16 +582,18 @@ def test_patch_transformer_names_an_unknown_backbone():
         PatchTransformer(**SIZES, backbone="vanilla")
 
 
-@pytest.mark.parametrize("build, message", [
-    (lambda: CausalConv1d(2, 3, kernel_size=0), "kernel_size must be a positive int, got 0"),
-    (lambda: CausalConv1d(2, 3, kernel_size=3, dilation=0), "dilation must be a positive int, got 0"),
-    (lambda: CausalConv1d(2.0, 3, kernel_size=3), "in_channels must be a positive int, got 2.0"),
-    (lambda: TemporalBlock(2, 3, kernel_size=3, dilation=1.5), "dilation must be a positive int, got 1.5"),
-    (lambda: TemporalBlock(2, 3, 3, 1, dropout=float("nan")),
+@pytest.mark.parametrize("build, error, message", [
+    (lambda: CausalConv1d(2, 3, kernel_size=0), ValueError, "kernel_size must be a positive int, got 0"),
+    (lambda: CausalConv1d(2, 3, kernel_size=3, dilation=0), ValueError,
+     "dilation must be a positive int, got 0"),
+    (lambda: CausalConv1d(2.0, 3, kernel_size=3), TypeError, "in_channels must be a positive int, got 2.0"),
+    (lambda: TemporalBlock(2, 3, kernel_size=3, dilation=1.5), TypeError,
+     "dilation must be a positive int, got 1.5"),
+    (lambda: TemporalBlock(2, 3, 3, 1, dropout=float("nan")), ValueError,
      r"dropout must be a number in \[0, 1\), got nan"),
 ])
-def test_tcn_layers_name_a_bad_size(build, message):
-    with pytest.raises(ValueError, match=message):
+def test_tcn_layers_name_a_bad_size(build, error, message):
+    with pytest.raises(error, match=message):
         build()
 
 
@@ -597,15 +607,16 @@ def test_ridge_never_keeps_a_penalty_whose_solution_is_not_finite():
     assert ridge.penalty == 1.0 and torch.isfinite(ridge(x)).all()
 
 
-@pytest.mark.parametrize("channels", [[2], [-1], [0.0], [True], 0, "0"])
-def test_standardizer_names_channels_that_are_not_indices_of_its_fitted_channels(channels):
+@pytest.mark.parametrize("channels, error", [([2], ValueError), ([-1], ValueError), ([0.0], TypeError),
+                                             ([True], TypeError), (0, TypeError), ("0", TypeError)])
+def test_standardizer_names_channels_that_are_not_indices_of_its_fitted_channels(channels, error):
     scaler = Standardizer().fit(np.random.default_rng(0).normal(size=(50, 2)))
-    with pytest.raises((ValueError, TypeError), match=r"channels must be a list of indices of the 2 fitted "
-                                                      rf"channels \(0-1\), got {re.escape(repr(channels))}"):
+    with pytest.raises(error, match=r"channels must be a list of indices of the 2 fitted "
+                                    rf"channels \(0-1\), got {re.escape(repr(channels))}"):
         scaler.transform(np.ones((3, 1)), channels=channels)
 
 
-# --- round three: values accepted that meant nothing ----------------------------------------------
+# --- values accepted that meant nothing ---------------------------------------------------------
 
 @pytest.mark.parametrize("positions", [[2.7], [0, 2.5], np.array([1.5]), [np.float64(2.0)]])
 def test_global_tokens_must_be_integer_positions_not_floats_read_as_ints(positions):
@@ -658,8 +669,7 @@ def test_a_series_needs_a_channel(tmp_path):
 
 
 def test_load_csv_reads_a_time_with_spaces_around_it(tmp_path):
-    """A spreadsheet's padding around a time was read before this round; then refused with
-    a generic message. Spaces around a stamp are not part of it."""
+    """Spaces around a stamp (a spreadsheet's padding) are not part of it."""
     series = load_csv(_write(tmp_path, "time,a\n2020-01-01 00:00 ,1\n 2020-01-01T01:00,2\n"))
     assert series.timestamps.tolist() == _stamps(2).tolist()
 
@@ -681,7 +691,7 @@ def test_time_features_read_iso_strings_as_load_csv_does():
     np.testing.assert_array_equal(time_features(np.array(texts)), expected)
     np.testing.assert_array_equal(time_features(texts), expected)
     with pytest.raises(ValueError, match=r"timestamps\[1\]: cannot read time 'yesterday': expected an ISO "
-                                         r"8601 date"):
+                                         r"8601 date, .*; pandas says: "):
         time_features(["2020-01-01T00:00", "yesterday"])
     with pytest.raises(TypeError, match=r"timestamps must be numpy datetime64 values or ISO 8601 "
                                         r"strings, got int64; convert with "
@@ -762,7 +772,7 @@ def test_evaluate_says_which_windows_a_non_finite_forecast_covers():
     assert "forecast" not in str(evaluate(lambda inputs: inputs[:, -3:], (x, y)))
 
 
-# --- round three, neighbours: what a validator accepts is what the code then uses -------------------
+# --- what a validator accepts is what the code then uses --------------------------------------------
 
 def test_numpy_integers_a_validator_accepted_reach_torch_as_ints():
     """np.int64 passed every validator below, then torch refused it with its own message
@@ -783,11 +793,11 @@ def test_numpy_integers_a_validator_accepted_reach_torch_as_ints():
 
 
 @pytest.mark.parametrize("call, error, message", [
-    (lambda: __import__("labsupport.attention", fromlist=["causal_mask"]).causal_mask(2.0), ValueError,
+    (lambda: __import__("labsupport.attention", fromlist=["causal_mask"]).causal_mask(2.0), TypeError,
      r"L must be an int >= 0, got 2.0"),
     (lambda: __import__("labsupport.attention", fromlist=["causal_mask"]).causal_mask(4, -1), ValueError,
      r"S must be an int >= 0, got -1"),
-    (lambda: __import__("labsupport.attention", fromlist=["band_mask"]).band_mask(4, 1.5), ValueError,
+    (lambda: __import__("labsupport.attention", fromlist=["band_mask"]).band_mask(4, 1.5), TypeError,
      r"window must be an int >= 0, got 1.5"),
     (lambda: __import__("labsupport.attention", fromlist=["band_mask"]).band_mask(4, -1), ValueError,
      r"window must be an int >= 0, got -1"),
@@ -803,11 +813,11 @@ def test_sinusoidal_and_rotary_encodings_refuse_a_base_that_gives_no_frequencies
     """base 0 or below gave inf or NaN features and rotations without a word."""
     from labsupport.positional import RotaryEmbedding, SinusoidalPositionalEncoding, sinusoidal_encoding
     message = rf"base must be a finite number > 0, got {re.escape(repr(base))}"
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(policy_error(base), match=message):
         sinusoidal_encoding(4, 8, base=base)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(policy_error(base), match=message):
         RotaryEmbedding(4, base=base)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(policy_error(base), match=message):
         SinusoidalPositionalEncoding(8, base=base)
 
 
@@ -823,11 +833,13 @@ def test_sinusoidal_and_rotary_encodings_refuse_a_base_that_gives_no_frequencies
 ])
 def test_t5_buckets_refuse_settings_that_give_no_logarithmic_buckets(options, message):
     """num_buckets=0 divided by zero; a max_distance below the exact buckets gave negative
-    buckets, read from the end of the table."""
+    buckets, read from the end of the table. A float is a TypeError, a count out of range a
+    ValueError."""
     from labsupport.positional import RelativePositionBias, relative_position_bucket
-    with pytest.raises(ValueError, match=message):
+    error = TypeError if isinstance(options.get("max_distance"), float) else ValueError
+    with pytest.raises(error, match=message):
         relative_position_bucket(torch.arange(-40, 40), **options)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=message):
         RelativePositionBias(2, **options)
 
 

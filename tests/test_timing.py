@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import labsupport.timing as timing
+from helpers import policy_error
 from labsupport.devices import quiet_stderr
 from labsupport.timing import (
     cpu_peak_supported,
@@ -600,6 +601,16 @@ def _sweep(**options):
                       progress=False, **options)
 
 
+def _policy_error(options: dict) -> type:
+    """The error the package's policy names for the one bad option of ``options``: reps,
+    warmup and the lengths or sizes are ints, memory_budget a number; a list of them is
+    refused by type when one holds a value of the wrong type."""
+    ((name, value),) = [(k, v) for k, v in options.items() if k != "sizes" or len(options) == 1]
+    if isinstance(value, (list, tuple)):
+        return TypeError if any(policy_error(v, integer=True) is TypeError for v in value) else ValueError
+    return policy_error(value, integer=name != "memory_budget")
+
+
 BUDGET = r"memory_budget \(bytes; None: no budget\) must be a finite number > 0, "
 
 
@@ -621,7 +632,7 @@ BUDGET = r"memory_budget \(bytes; None: no budget\) must be a finite number > 0,
     (dict(lengths=[]), r"lengths must hold at least one value, got \[\]"),
 ])
 def test_cost_sweep_refuses_numeric_options_it_would_misread(options, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(_policy_error(options), match=message):
         _sweep(**options)
 
 
@@ -644,41 +655,41 @@ def test_cost_sweep_refuses_a_model_that_returns_no_byte_count(bad):
     (dict(warmup=1.0), r"warmup must be an int >= 0, got 1\.0"),
 ])
 def test_time_call_refuses_counts_that_are_not_counts(options, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(_policy_error(options), match=message):
         time_call(lambda: None, **options)
 
 
 @pytest.mark.parametrize("warmup", [-1, True, 1.5])
 def test_peak_memory_refuses_a_warmup_that_is_not_a_count(warmup):
-    with pytest.raises(ValueError, match=r"warmup must be an int >= 0, got "):
+    with pytest.raises(policy_error(warmup, integer=True), match=r"warmup must be an int >= 0, got "):
         peak_memory(lambda: torch.ones(4), warmup=warmup)
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda f: f(16.0), r"length must be an int >= 0, got 16\.0"),
-    (lambda f: f(-1), r"length must be an int >= 0, got -1"),
-    (lambda f: f(16, heads=0), r"heads must be a positive int, got 0"),
-    (lambda f: f(16, batch=True), r"batch must be a positive int, got True"),
-    (lambda f: f(16, head_dim=8.0), r"head_dim must be a positive int, got 8\.0"),
-    (lambda f: f(16, seed=1.5), r"seed must be an int >= 0, got 1\.5"),
+@pytest.mark.parametrize("call, error, message", [
+    (lambda f: f(16.0), TypeError, r"length must be an int >= 0, got 16\.0"),
+    (lambda f: f(-1), ValueError, r"length must be an int >= 0, got -1"),
+    (lambda f: f(16, heads=0), ValueError, r"heads must be a positive int, got 0"),
+    (lambda f: f(16, batch=True), TypeError, r"batch must be a positive int, got True"),
+    (lambda f: f(16, head_dim=8.0), TypeError, r"head_dim must be a positive int, got 8\.0"),
+    (lambda f: f(16, seed=1.5), TypeError, r"seed must be an int >= 0, got 1\.5"),
 ])
-def test_attention_inputs_refuses_sizes_that_are_not_sizes(call, message):
+def test_attention_inputs_refuses_sizes_that_are_not_sizes(call, error, message):
     from labsupport.timing import attention_inputs
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=message):
         call(attention_inputs)
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda f: f(0), r"length must be a positive int, got 0"),
-    (lambda f: f(16.5), r"length must be a positive int, got 16\.5"),
-    (lambda f: f(16, heads=-2), r"heads must be a positive int, got -2"),
-    (lambda f: f(16, keys=2.5), r"keys \(keys per query\) must be a positive int, got 2\.5"),
-    (lambda f: f(16, keys=True), r"keys \(keys per query\) must be a positive int, got True"),
-    (lambda f: f(16, keys=0), r"keys \(keys per query\) must be a positive int, got 0"),
+@pytest.mark.parametrize("call, error, message", [
+    (lambda f: f(0), ValueError, r"length must be a positive int, got 0"),
+    (lambda f: f(16.5), TypeError, r"length must be a positive int, got 16\.5"),
+    (lambda f: f(16, heads=-2), ValueError, r"heads must be a positive int, got -2"),
+    (lambda f: f(16, keys=2.5), TypeError, r"keys \(keys per query\) must be a positive int, got 2\.5"),
+    (lambda f: f(16, keys=True), TypeError, r"keys \(keys per query\) must be a positive int, got True"),
+    (lambda f: f(16, keys=0), ValueError, r"keys \(keys per query\) must be a positive int, got 0"),
 ])
-def test_attention_flops_refuses_sizes_that_are_not_sizes(call, message):
+def test_attention_flops_refuses_sizes_that_are_not_sizes(call, error, message):
     from labsupport.timing import attention_flops
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=message):
         call(attention_flops)
 
 
@@ -692,7 +703,7 @@ def test_attention_flops_refuses_sizes_that_are_not_sizes(call, message):
 def test_matmul_peak_refuses_sizes_and_reps_that_are_not_counts(options, message):
     from labsupport.timing import matmul_peak, matmul_peak_tflops
     for measure in (matmul_peak_tflops, matmul_peak):
-        with pytest.raises(ValueError, match=message):
+        with pytest.raises(_policy_error(options), match=message):
             measure("cpu", torch.float32, **options)
 
 
@@ -700,10 +711,11 @@ def test_predict_peak_and_sweep_exponent_refuse_counts_that_are_not_counts():
     from labsupport.timing import predict_peak, sweep_exponent
     rows = [_row(length=L, time_s=L * 1e-6) for L in (16, 32, 64)]
     for length in (0, -8, 64.0, True):
-        with pytest.raises(ValueError, match=r"length must be a positive int, got "):
+        with pytest.raises(policy_error(length, integer=True), match=r"length must be a positive int, got "):
             predict_peak(rows, length)
     for last in (0, 1, -2, 2.0, True):            # last=0 would fit every point: rows[-0:]
-        with pytest.raises(ValueError, match=r"last must be an int >= 2 \(a fit needs two points\), got "):
+        with pytest.raises(policy_error(last, integer=True),
+                           match=r"last must be an int >= 2 \(a fit needs two points\), got "):
             sweep_exponent(rows, "sdpa", last=last)
     assert sweep_exponent(rows, "sdpa", last=2) == pytest.approx(1.0)
 
@@ -720,7 +732,8 @@ def test_fit_power_law_refuses_values_that_are_not_finite(x, y, message):
 
 @pytest.mark.parametrize("last", [0, -1, 2.0, True])
 def test_fit_power_law_refuses_a_last_that_is_not_a_count(last):
-    with pytest.raises(ValueError, match=r"last must be an int >= 2 \(a fit needs two points\), got "):
+    with pytest.raises(policy_error(last, integer=True),
+                       match=r"last must be an int >= 2 \(a fit needs two points\), got "):
         fit_power_law([1, 2, 4], [1, 4, 16], last=last)
 
 

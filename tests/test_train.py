@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from labsupport import devices, provenance
+from labsupport import provenance
 from labsupport.data import Standardizer
 from labsupport.train import (
     Metrics,
@@ -88,35 +88,26 @@ def test_bad_data_is_named():
         fit(Flat(), (torch.zeros(4, 12, 1), torch.zeros(3, 3, 1)), toy_data(), progress=False)
 
 
-# Every numeric option of fit, by class: sign, zero, NaN, inf, a bool or a float where an int is
-# meant. Each names the option, what it expected, what arrived and the fix.
-BAD_FIT_OPTIONS = [
+# Every numeric option of fit, by class: sign, zero, NaN, inf (ValueError), a bool or a float where
+# an int is meant (TypeError). Each names the option, what it expected, what arrived and the fix.
+BAD_FIT_VALUES = [       # ValueError: the right type, out of range
     # counts: epochs, batch_size, patience
     (dict(epochs=0), r"epochs must be an int >= 1 \(the epoch budget\), got 0"),
     (dict(epochs=-2), r"epochs must be an int >= 1 .*got -2"),
-    (dict(epochs=3.0), r"epochs must be an int >= 1 .*got the float 3.0; pass epochs=3"),
-    (dict(epochs=True), r"epochs must be an int >= 1 .*got True: a bool is not a count"),
-    (dict(epochs=float("nan")), r"epochs must be an int >= 1 .*got the float nan"),
-    (dict(batch_size=2.5), r"batch_size must be an int >= 1 \(windows per batch\), got the float 2.5"),
     (dict(batch_size=0), r"batch_size must be an int >= 1 .*got 0"),
-    (dict(batch_size=False), r"batch_size must be an int >= 1 .*got False: a bool is not a count"),
     (dict(patience=0), r"patience must be an int >= 1 .*got 0.*patience=0 would stop after one epoch "
                        r"and call it converged"),
     (dict(patience=-1), r"patience must be an int >= 1 .*got -1"),
-    (dict(patience=2.0), r"patience must be an int >= 1 .*got the float 2.0; pass patience=2"),
-    (dict(patience=True), r"patience must be an int >= 1 .*a bool is not a count"),
     # the learning rate and the penalty
     (dict(lr=0.0), r"lr must be a positive finite number \(Adam's learning rate\), got 0.0; "
                    r"pass e.g. lr=1e-3"),
     (dict(lr=-1e-3), r"lr must be a positive finite number .*got -0.001"),
     (dict(lr=float("nan")), r"lr must be a positive finite number .*got nan"),
     (dict(lr=float("inf")), r"lr must be a positive finite number .*got inf"),
-    (dict(lr=True), r"lr must be a positive finite number .*got True: a bool is not a number"),
     (dict(weight_decay=-0.1), r"weight_decay must be a finite number >= 0 \(Adam's L2 penalty\), got -0.1; "
                               r"pass weight_decay=0.0 for none"),
     (dict(weight_decay=float("nan")), r"weight_decay must be a finite number >= 0 .*got nan"),
     (dict(weight_decay=float("inf")), r"weight_decay must be a finite number >= 0 .*got inf"),
-    (dict(weight_decay=True), r"weight_decay must be .*a bool is not a number"),
     # None or a positive finite number: clip, max_seconds
     (dict(clip=-1.0), r"clip must be None or a positive finite number \(the largest gradient norm\), got "
                       r"-1.0; a negative clip would ascend the gradient and 0 would freeze training: pass "
@@ -124,26 +115,38 @@ BAD_FIT_OPTIONS = [
     (dict(clip=0), r"clip must be None or a positive finite number .*got 0"),
     (dict(clip=float("nan")), r"clip must be None or a positive finite number .*got nan"),
     (dict(clip=float("inf")), r"clip must be None or a positive finite number .*got inf"),
-    (dict(clip=True), r"clip must be None or a positive finite number .*got True: a bool is not a number"),
     (dict(max_seconds=float("nan")), r"max_seconds must be None or a positive finite number \(a time "
                                      r"budget in seconds\), got nan"),
     (dict(max_seconds=0), r"max_seconds must be None or a positive finite number .*got 0.*"
                           r"max_seconds=None for no limit"),
     (dict(max_seconds=-5.0), r"max_seconds must be None or a positive finite number .*got -5.0"),
     (dict(max_seconds=float("inf")), r"max_seconds must be None or a positive finite number .*got inf"),
-    (dict(max_seconds=True), r"max_seconds must be .*a bool is not a number"),
     # the seed: None or an int >= 0
     (dict(seed=-1), r"seed must be None or an int >= 0 \(the seed of batch order and dropout\), got -1"),
+]
+BAD_FIT_TYPES = [        # TypeError: a bool, or a float where an int is meant
+    (dict(epochs=3.0), r"epochs must be an int >= 1 .*got the float 3.0; pass epochs=3"),
+    (dict(epochs=True), r"epochs must be an int >= 1 .*got True: a bool is not a count"),
+    (dict(epochs=float("nan")), r"epochs must be an int >= 1 .*got the float nan"),
+    (dict(batch_size=2.5), r"batch_size must be an int >= 1 \(windows per batch\), got the float 2.5"),
+    (dict(batch_size=False), r"batch_size must be an int >= 1 .*got False: a bool is not a count"),
+    (dict(patience=2.0), r"patience must be an int >= 1 .*got the float 2.0; pass patience=2"),
+    (dict(patience=True), r"patience must be an int >= 1 .*a bool is not a count"),
+    (dict(lr=True), r"lr must be a positive finite number .*got True: a bool is not a number"),
+    (dict(weight_decay=True), r"weight_decay must be .*a bool is not a number"),
+    (dict(clip=True), r"clip must be None or a positive finite number .*got True: a bool is not a number"),
+    (dict(max_seconds=True), r"max_seconds must be .*a bool is not a number"),
     (dict(seed=3.0), r"seed must be None or an int >= 0 .*got the float 3.0; pass seed=3"),
     (dict(seed=True), r"seed must be None or an int >= 0 .*a bool is not a count"),
 ]
 
 
-@pytest.mark.parametrize("option, message", BAD_FIT_OPTIONS,
+@pytest.mark.parametrize("option, error, message", [(o, ValueError, m) for o, m in BAD_FIT_VALUES]
+                         + [(o, TypeError, m) for o, m in BAD_FIT_TYPES],
                          ids=lambda v: str(v) if isinstance(v, dict) else "")
-def test_bad_training_settings_are_named_with_the_fix(option, message):
+def test_bad_training_settings_are_named_with_the_fix(option, error, message):
     model = BlowsUp(at=1)                              # a model that is never called: refused first
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=message):
         fit(model, toy_data(), toy_data(seed=1), progress=False, **option)
     assert model.calls == 0 and model.snapshots == []
 
@@ -186,8 +189,8 @@ def test_a_schedule_that_fails_at_a_later_epoch_is_refused_before_training():
 @pytest.mark.parametrize("batch_size, error, message", [
     (0, ValueError, r"batch_size must be an int >= 1 .*got 0"),
     (-4, ValueError, r"batch_size must be an int >= 1 .*got -4"),
-    (8.0, ValueError, r"batch_size must be an int >= 1 .*got the float 8.0; pass batch_size=8"),
-    (True, ValueError, r"batch_size must be an int >= 1 .*a bool is not a count"),
+    (8.0, TypeError, r"batch_size must be an int >= 1 .*got the float 8.0; pass batch_size=8"),
+    (True, TypeError, r"batch_size must be an int >= 1 .*a bool is not a count"),
     ("8", TypeError, r"batch_size must be an int >= 1 .*got str '8'"),
 ])
 def test_scoring_refuses_a_bad_batch_size(call, batch_size, error, message):
@@ -218,11 +221,6 @@ def test_window_errors_are_each_windows_mean_over_horizon_and_channels():
         window_errors(lambda inputs: torch.zeros(len(inputs), 2, 1), (x, y))
 
 
-def test_set_seed_lives_with_kept_random_state_and_train_re_exports_it():
-    from labsupport import randomstate
-    assert set_seed is randomstate.set_seed
-
-
 def test_set_seed_seeds_torch_numpy_and_random():
     def draws():
         return torch.randn(3), np.random.rand(3), random.random()
@@ -236,7 +234,6 @@ def test_set_seed_seeds_torch_numpy_and_random():
 
 
 def test_pick_device_takes_the_one_given_else_cuda_when_available(monkeypatch):
-    assert pick_device is devices.pick_device                        # one rule, re-exported by train
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert pick_device() == torch.device("cuda") and pick_device("cpu") == torch.device("cpu")
     assert pick_device(torch.device("meta")) == torch.device("meta")
@@ -547,15 +544,15 @@ def test_plateau_cuts_the_rate_after_each_epoch_without_improvement(monkeypatch)
     assert learning_rates(monkeypatch, "plateau", epochs=12, lr=0.3)      # what Adam used, per batch
 
 
-@pytest.mark.parametrize("options,message", [
-    (dict(factor=1.0), r"factor must be a number in \(0, 1\), got 1.0"),
-    (dict(factor=0), r"factor must be a number in \(0, 1\), got 0"),
-    (dict(factor=True), r"factor must be a number in \(0, 1\), got True"),
-    (dict(warmup=-1), r"warmup must be an int >= 0 \(epochs\), got -1"),
-    (dict(warmup=1.0), r"warmup must be an int >= 0 \(epochs\), got 1.0"),
+@pytest.mark.parametrize("options, error, message", [
+    (dict(factor=1.0), ValueError, r"factor must be a number in \(0, 1\), got 1.0"),
+    (dict(factor=0), ValueError, r"factor must be a number in \(0, 1\), got 0"),
+    (dict(factor=True), TypeError, r"factor must be a number in \(0, 1\), got True"),
+    (dict(warmup=-1), ValueError, r"warmup must be an int >= 0 \(epochs\), got -1"),
+    (dict(warmup=1.0), TypeError, r"warmup must be an int >= 0 \(epochs\), got the float 1.0"),
 ])
-def test_bad_plateaus_are_named(options, message):
-    with pytest.raises(ValueError, match=message):
+def test_bad_plateaus_are_named(options, error, message):
+    with pytest.raises(error, match=message):
         Plateau(**options)
 
 

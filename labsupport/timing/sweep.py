@@ -279,8 +279,8 @@ def _model_value(label: str, model, length: int, what: str) -> float:
         value = value.item()
     try:
         return check_positive_number(label, value)
-    except ValueError:
-        raise ValueError(f"{label}({length}) returned {value!r}; {what}, a positive finite number") from None
+    except (TypeError, ValueError) as err:          # the same kind of mistake, said of the model
+        raise type(err)(f"{label}({length}) returned {value!r}; {what}, a positive finite number") from None
 
 
 def _flops_for(flops, name):

@@ -2,7 +2,7 @@
 byte units of the book's own tables (`labsupport.report`, `labsupport.units`)."""
 from __future__ import annotations
 
-from labsupport.report import _markdown_table
+from labsupport.markdown import table as markdown_table
 from labsupport.units import format_bytes
 
 HEADERS = ("notebook", "result", "cells passed / failed / skipped", "time (s)", "device", "torch",
@@ -53,7 +53,7 @@ def markdown(summary: dict) -> str:
              f"profile {', '.join(profiles)}; created {summary['created']}.", ""]
     if run:
         lines += [_budget_line(run), ""]
-    lines.append(_markdown_table(HEADERS, [_row(n) for n in notebooks]))
+    lines.append(markdown_table(HEADERS, [_row(n) for n in notebooks]))
     if skipped:
         lines += ["", "Not launched, for the budget:", ""]
         lines += [f"- {k['notebook']}: not launched: {k['reason']}" for k in skipped]
