@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .data import patchify
+from .data import patch_grid, patchify
 from .models import (
     Forecaster,
     GRUForecaster,
@@ -56,12 +56,7 @@ class PatchTCNForecaster(Forecaster):
                  stride: int = 24, hidden: int = 32, kernel_size: int = 3, dropout: float = 0.0,
                  revin: bool = False):
         super().__init__(lookback=lookback, horizon=horizon, channels=channels, revin=revin)
-        self.patch_len = check_positive_int("patch_len", patch_len)
-        self.stride = check_positive_int("stride", stride)
-        if self.patch_len > self.lookback:
-            raise ValueError(f"patch_len {self.patch_len} is longer than the lookback {self.lookback}; "
-                             "pass patch_len <= lookback")
-        self.n_patches = (self.lookback - self.patch_len) // self.stride + 1
+        self.patch_len, self.stride, self.n_patches = patch_grid(self.lookback, patch_len, stride)
         hidden = check_positive_int("hidden", hidden)
         self.kernel_size = check_positive_int("kernel_size", kernel_size)
         if kernel_size < 2:

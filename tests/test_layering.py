@@ -59,20 +59,27 @@ def top_level_modules() -> dict[str, bool]:
 def imported_modules(source: str, module: str, is_package: bool) -> set[str]:
     """The labsupport modules (dotted, absolute) that ``source``, the code of ``module``
     (``labsupport.timing.peaks``), imports anywhere, relative imports resolved."""
-    package = module if is_package else module.rpartition(".")[0]
     found = set()
+    for target, names in import_statements(source, module, is_package):
+        found.add(target)
+        found |= {f"{target}.{name}" for name in names}            # `from . import plots`
+    return {name for name in found if name == "labsupport" or name.startswith("labsupport.")}
+
+
+def import_statements(source: str, module: str, is_package: bool):
+    """Each import of ``source`` (the code of ``module``) as (target, names): ``import a.b``
+    gives ("a.b", ()), ``from .x import y, z`` gives (the absolute "….x", ("y", "z"))."""
+    package = module if is_package else module.rpartition(".")[0]
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
+            yield from ((alias.name, ()) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[:len(package.split(".")) - node.level + 1]
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module
-            found.add(target)
-            found |= {f"{target}.{alias.name}" for alias in node.names}   # `from . import plots`
-    return {name for name in found if name == "labsupport" or name.startswith("labsupport.")}
+            yield target, tuple(alias.name for alias in node.names)
 
 
 def top_name(module: str) -> str | None:
@@ -113,19 +120,10 @@ def import_targets(source: str, module: str, is_package: bool, known: set[str]) 
     """The modules and packages (dotted) that ``source``, the code of ``module``, imports
     anywhere: ``from . import present`` reaches the module ``present`` when ``known`` (every
     dotted module and package) has it, else the package, whose ``__init__`` defines the name."""
-    package = module if is_package else module.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[:len(package.split(".")) - node.level + 1]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module
-            for alias in node.names:
-                found.add(f"{target}.{alias.name}" if f"{target}.{alias.name}" in known else target)
+    for target, names in import_statements(source, module, is_package):
+        found |= {f"{target}.{name}" if f"{target}.{name}" in known else target
+                  for name in names} or {target}
     return found
 
 

@@ -23,14 +23,14 @@ from .files import (
     sha256_of,
     verify_sha256,
 )
-from .prepare import TRAIN_END, VAL_END, Standardizer, make_windows, patchify, temporal_split
+from .prepare import TRAIN_END, VAL_END, Standardizer, make_windows, patch_grid, patchify, temporal_split
 from .series import F32_RANGE, TIME_FORMS, Series, read_times
 from .task import HORIZON, LOOKBACK, ForecastTask, book_task
 
 __all__ = ["Series", "read_times", "TIME_FORMS", "F32_RANGE",
            "ChecksumError", "data_dir", "sha256_of", "verify_sha256", "load_csv", "load_vic_elec",
            "VIC_ELEC_FILE", "VIC_ELEC_SHA256",
-           "TRAIN_END", "VAL_END", "temporal_split", "Standardizer", "make_windows", "patchify",
+           "TRAIN_END", "VAL_END", "temporal_split", "Standardizer", "make_windows", "patch_grid", "patchify",
            "time_features",
            "ETT_NAMES", "ETT_URL", "ETT_SHA256", "EttData", "ett_borders", "load_ett",
            "LOOKBACK", "HORIZON", "ForecastTask", "book_task"]

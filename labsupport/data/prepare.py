@@ -145,6 +145,21 @@ def make_windows(values, lookback: int, horizon: int, stride: int = 1):
     return inputs, targets
 
 
+def patch_grid(lookback: int, patch_len: int, stride: int) -> tuple[int, int, int]:
+    """The patches a window of ``lookback`` steps is cut into: ``(patch_len, stride, N)``
+    validated, with ``N = (lookback - patch_len) // stride + 1`` (what `patchify` returns).
+
+    >>> patch_grid(336, 24, 12)
+    (24, 12, 27)
+    """
+    patch_len = check_positive_int("patch_len", patch_len)
+    stride = check_positive_int("stride", stride)
+    if patch_len > lookback:
+        raise ValueError(f"patch_len {patch_len} is longer than the lookback {lookback}; "
+                         "pass patch_len <= lookback")
+    return patch_len, stride, (lookback - patch_len) // stride + 1
+
+
 def patchify(x, patch_len: int, stride: int | None = None):
     """Cut the last axis into patches: (..., L) -> (..., N, patch_len).
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..data import patchify
+from ..data import patch_grid, patchify
 from ..validation import (
     check_dropout,
     check_positive_int,
@@ -59,12 +59,7 @@ class PatchGRUForecaster(Forecaster):
     def __init__(self, *, lookback: int, horizon: int, channels: int = 1, patch_len: int = 24,
                  stride: int = 12, hidden: int = 64, dropout: float = 0.0, revin: bool = False):
         super().__init__(lookback=lookback, horizon=horizon, channels=channels, revin=revin)
-        self.patch_len = check_positive_int("patch_len", patch_len)
-        self.stride = check_positive_int("stride", stride)
-        if self.patch_len > self.lookback:
-            raise ValueError(f"patch_len {self.patch_len} is longer than the lookback {self.lookback}; "
-                             "pass patch_len <= lookback")
-        self.n_patches = (self.lookback - self.patch_len) // self.stride + 1
+        self.patch_len, self.stride, self.n_patches = patch_grid(self.lookback, patch_len, stride)
         hidden = check_positive_int("hidden", hidden)
         self.embed = nn.Linear(self.patch_len, hidden)
         self.gru = nn.GRU(hidden, hidden, batch_first=True)
