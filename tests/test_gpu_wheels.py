@@ -241,6 +241,12 @@ def test_the_3_12_bundle_holds_wheels_for_that_python_and_platform_only(bundle_3
                                     "manylinux2014_x86_64") or (glibc and int(glibc[1]) <= 28), path
     excluded = {canonicalize_name(name) for _, name, _ in listed()}
     assert not excluded & set(names)
+    manifest = json.loads((out / "bundle.json").read_text())          # pure-Python, to stay small
+    assert set(manifest["pure"]) == {"fonttools", "sqlalchemy"}
+    for name, info in manifest["pure"].items():
+        assert info["version"] == names[name] and len(info["reason"]) > 20
+        [wheel] = [p.name for p in out.glob("*.whl") if canonicalize_name(p.name.split("-")[0]) == name]
+        assert wheel.endswith("-py3-none-any.whl"), wheel
     assert not {"torch", "numpy"} & set(names)
     pinned = [Requirement(line) for line in (out / "requirements.txt").read_text().splitlines()]
     assert {canonicalize_name(r.name): str(r.specifier) for r in pinned} == {
@@ -275,10 +281,14 @@ def test_the_3_12_bundle_installs_offline_into_a_fresh_python_3_12(bundle_3_12, 
     assert f"installed {manifest['wheels']} wheels" in result.stdout and seconds < 300
 
     check = """
-import importlib.metadata as m, json
+import importlib.metadata as m, io, json
 import sphinx, jupyter_book, myst_nb, nbval.plugin, ipykernel.ipkernel, ipywidgets, tqdm, nbclient
 import sphinx_book_theme, sphinx_togglebutton, matplotlib.pyplot, IPython.core.completer
-from matplotlib.backends import backend_agg
+import myst_nb.sphinx_ext, jupyter_book.cli.main    # what a build imports: jupyter-cache, SQLAlchemy
+from matplotlib.backends import backend_agg         # imports fontTools (pure-Python in the bundle)
+import matplotlib.pyplot as plt, sqlalchemy.util
+plt.plot([0, 1]); plt.title(r"$\\alpha^2$"); plt.savefig(io.BytesIO(), format="png")
+assert not sqlalchemy.util.has_compiled_ext()       # the pure wheel's SQLAlchemy runs
 print(json.dumps({d.metadata["Name"].lower().replace("_", "-"): d.version for d in m.distributions()}))
 """
     probe = subprocess.run([py, "-c", check], capture_output=True, text=True)

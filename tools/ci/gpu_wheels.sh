@@ -13,7 +13,8 @@
 #                    RHEL 8 and Ubuntu 20.04 or later); wheels of older manylinux tags count
 #   --out DIR        where the bundle goes (default .cache/gpu-wheels, which git ignores):
 #                    the wheels, requirements.txt (each wheel's exact pin) and bundle.json
-#                    (Python, platform, what was left out and why, file count and bytes)
+#                    (Python, platform, what was left out and why, which wheels are the
+#                    pure-Python ones and why, file count and bytes)
 #   --include NAME   keep NAME in the bundle although the lists below leave it out (for a
 #                    machine without it: --include numpy ...); it is downloaded if needed
 #   --install DIR --into PYTHON
@@ -67,6 +68,16 @@ OMITTED=(
     "parso|jedi's parser (jedi is omitted above)"
     "widgetsnbextension|the classic Notebook's widget front end (2 MiB): the kernel side of ipywidgets never imports it, and the HTML book loads its widget manager from a CDN"
     "jupyterlab-widgets|JupyterLab's widget front end: the kernel side of ipywidgets never imports it"
+)
+
+# PURE: in the bundle, but as the release's pure-Python wheel (py3-none-any), not the platform
+# wheel that pip prefers: the same version and the same .py files, less Cython builds of some
+# of them that the package imports only when present (the .py runs otherwise), on no path of
+# the check where speed matters. It keeps the bundle under MAX_MIB; a release without a pure
+# wheel keeps its platform wheel (the build says so).
+PURE=(
+    "fonttools|5.2 MiB as a platform wheel, 1.2 MiB pure: matplotlib imports fontTools.agl (backend_agg, through dviread) and subsets fonts with it only for PDF and PostScript, which the check never writes; the compiled modules are speedups of the pure wheel's cu2qu, qu2cu, bezierTools, momentsPen, iup and feaLib lexer, which matplotlib never calls"
+    "sqlalchemy|4.5 MiB as a platform wheel, 2.0 MiB pure: MyST-NB imports jupyter-cache's database models on every build (myst_nb.core.execute imports its cache client), so SQLAlchemy must be there, but the check's HTML build runs with execution off and never opens the cache's database; the compiled modules are speedups of the pure wheel's row, result and cache-key code (sqlalchemy.util.has_compiled_ext() says which runs)"
 )
 
 die() { echo "gpu_wheels: $*" >&2; exit 2; }
@@ -192,7 +203,29 @@ echo "gpu_wheels: downloading requirements-gpu.txt${INCLUDE[*]:+ and ${INCLUDE[*
     -r "$ROOT/requirements-gpu.txt" "${INCLUDE[@]}" -d "$stage" \
     || die "pip download failed (see above): the registry must be reachable, with wheels for $PYVER on $PLATFORM"
 
-ROOT="$ROOT" INCLUDED="${INCLUDE[*]:-}" LISTS="$LISTS" "$PY" - "$stage" "$OUT" "$PYVER" "$PLATFORM" "$MAX_MIB" <<'EOF'
+# the PURE packages: swap the platform wheel for the same release's pure-Python one, if any
+pure_rows="$(rows pure "${PURE[@]}")"
+while IFS=$'\t' read -r _ name _; do
+    canon="$(tr 'A-Z' 'a-z' <<<"$name" | tr '._' '--')"
+    for wheel in "$stage"/*.whl; do
+        file="$(basename "$wheel")"
+        [ "$(tr 'A-Z' 'a-z' <<<"${file%%-*}" | tr '._' '--')" = "$canon" ] || continue
+        [[ "$file" != *-none-any.whl ]] || continue               # pure already
+        version="$(cut -d- -f2 <<<"$file")"
+        pure="$(mktemp -d "$stage/pure.XXXXXX")"
+        if "$PY" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+               --python-version "$PYVER" --implementation py --abi none --platform any \
+               "$name==$version" -d "$pure" 2>/dev/null && compgen -G "$pure/*-none-any.whl" >/dev/null; then
+            rm "$wheel" && mv "$pure"/*-none-any.whl "$stage"/
+        else
+            echo "gpu_wheels: no pure-Python wheel of $name $version could be downloaded: its platform wheel stays in the bundle"
+        fi
+        rm -rf "$pure"
+    done
+done <<<"$pure_rows"
+
+ROOT="$ROOT" INCLUDED="${INCLUDE[*]:-}" LISTS="$LISTS" PURE_ROWS="$pure_rows" \
+    "$PY" - "$stage" "$OUT" "$PYVER" "$PLATFORM" "$MAX_MIB" <<'EOF'
 import hashlib, json, os, re, shutil, sys, time
 from pathlib import Path
 stage, out, python, platform, max_mib = Path(sys.argv[1]), Path(sys.argv[2]), *sys.argv[3:5], float(sys.argv[5])
@@ -205,7 +238,8 @@ for line in os.environ["LISTS"].splitlines():
         left_out.setdefault(kind, {})[canon(name)] = reason
 for old in [*out.glob("*.whl"), out / "requirements.txt", out / "bundle.json"]:
     old.unlink(missing_ok=True)
-kept, manifest = {}, dict(python=python, platform=platform, assumed={}, omitted={})
+pure = {canon(name): reason for _, name, reason in (l.split("\t") for l in os.environ["PURE_ROWS"].splitlines())}
+kept, manifest = {}, dict(python=python, platform=platform, assumed={}, omitted={}, pure={})
 for wheel in sorted(stage.glob("*.whl")):
     name, version = canon(wheel.name.split("-")[0]), wheel.name.split("-")[1]
     for kind in ("assumed", "omitted"):
@@ -215,6 +249,8 @@ for wheel in sorted(stage.glob("*.whl")):
     else:
         kept[name] = version
         shutil.move(wheel, out / wheel.name)
+        if name in pure and wheel.name.endswith("-none-any.whl"):
+            manifest["pure"][name] = dict(version=version, reason=pure[name])
 (out / "requirements.txt").write_text("".join(f"{n}=={v}\n" for n, v in sorted(kept.items())))
 wheels = sorted(out.glob("*.whl"))
 requirements = (Path(os.environ.get("ROOT", ".")) / "requirements-gpu.txt")
@@ -228,6 +264,7 @@ size = sum(p.stat().st_size for p in files)
 listing = lambda kind: ", ".join(f"{n} {i['version']}" for n, i in manifest[kind].items()) or "none"
 print(f"gpu_wheels: left out, assumed on the GPU machine: {listing('assumed')}")
 print(f"gpu_wheels: left out, not needed by the check: {listing('omitted')}")
+print(f"gpu_wheels: pure-Python wheels, not the platform ones: {listing('pure')}")
 print(f"gpu_wheels: {out}: {len(wheels)} wheels + 2 manifest files = {len(files)} files, "
       f"{size:,} bytes ({size / 2**20:.1f} MiB), for CPython {python} on {platform}")
 if size > max_mib * 2**20:
