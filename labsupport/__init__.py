@@ -28,7 +28,8 @@ LAYERS
 2. data, kernels, size presets and the figure style (low: compare draws in its palette)
    data/              the Series (from and to pandas), loaders with checksums, the split, windows, ETT
    attention/         the attention kernels (one signature), what each declares, KERNELS
-   profile            the size presets (cpu, gpu, smoke) every notebook reads
+   profile/           the size presets every notebook reads (Sizes: cpu, gpu, smoke), the cards,
+                      the gpu sizing from byte_models, the Profile and current(), the size table
    plots              the book's figure style (Okabe-Ito colours) and log-log fits
 3. measurement and building blocks, on the kernels
    timing/            time, measured peak memory, cost sweeps, matrix-multiply throughput

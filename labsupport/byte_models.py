@@ -1,7 +1,7 @@
 """Byte models: the memory the book's attention sweeps hold at their peak, computed, not
 measured. One home for each formula: the gpu profile sizes its sweeps with them
-(`labsupport.profile`), `cost_sweep` takes them as ``memory_models`` to skip a point before
-it runs, and the tests check them against peaks the CPU allocator measures
+(`labsupport.profile.sizing`), `cost_sweep` takes them as ``memory_models`` to skip a point
+before it runs, and the tests check them against peaks the CPU allocator measures
 (tests/test_kernel_memory.py: naive attention's peak is `naive_bytes`, to the byte) and
 import them rather than copy them.
 

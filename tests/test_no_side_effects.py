@@ -50,6 +50,7 @@ EXEMPT = {
     "profile.Card": "a record", "schedules.Plateau": "a frozen record of a schedule (fit applies it)",
     "data.ChecksumError": "an exception", "validation.NonFiniteError": "an exception", "data.EttData": "a record", "data.ForecastTask": "a record",
     "memory.MemoryState": "a record", "timing.Timing": "a record", "profile.Profile": "a record",
+    "profile.Sizes": "a frozen record",
     "provenance.RunStart": "a record",
     "train.Metrics": "a record", "train.History": "a record",
     "compare.TrainingRecord": "a record", "compare.Entry": "a record", "compare.RunFailure": "a record",

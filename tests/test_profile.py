@@ -16,12 +16,41 @@ def test_unknown_profile_and_setting(monkeypatch):
     monkeypatch.setenv(profile.ENV_VAR, "tpu")
     with pytest.raises(ValueError, match=r"unknown profile 'tpu'.*LABSUPPORT_PROFILE"):
         profile.current()
-    with pytest.raises(AttributeError, match="has no setting 'nope'"):
+    with pytest.raises(AttributeError, match=r"'cpu' has no setting 'nope'; settings are \[.*'bill_lengths'"):
         profile.current("cpu").nope  # noqa: B018 (reading the setting is what raises)
 
 
 def test_presets_share_their_keys():
     assert set(profile.PRESETS["cpu"]) == set(profile.PRESETS["gpu"]) == set(profile.PRESETS["smoke"])
+
+
+def test_every_setting_is_a_named_field_that_the_profile_reads_as_an_attribute():
+    """The settings are the fields of `Sizes`, named where a checker sees them; a profile reads
+    each as an attribute, the same value as its preset's, and cannot change it."""
+    from dataclasses import FrozenInstanceError, fields
+
+    assert profile.SETTINGS == tuple(f.name for f in fields(profile.Sizes))
+    for name, preset in profile.PRESETS.items():
+        P = profile.current(name, card="A100-80GB" if name == "gpu" else None)
+        assert tuple(P.settings) == profile.SETTINGS
+        assert {key: getattr(P, key) for key in profile.SETTINGS} == dict(preset), name
+    with pytest.raises(FrozenInstanceError, match="cannot assign to field 'bill_lengths'"):
+        P.bill_lengths = (1, 2, 3)
+
+
+def test_a_preset_that_misses_or_invents_a_setting_is_refused():
+    """Every field is required and keyword-only: a preset without a setting, or with one that
+    `Sizes` lacks, fails where it is written (at import for the presets of the package)."""
+    from dataclasses import replace
+
+    cpu = dict(profile.PRESETS["cpu"])
+    del cpu["lab_seeds"]
+    with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'lab_seeds'"):
+        profile.Sizes(**cpu)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'lab_sedes'"):
+        replace(profile.presets.CPU, lab_sedes=3)
+    with pytest.raises(TypeError, match="takes 1 positional argument"):
+        profile.Sizes(*profile.PRESETS["cpu"].values())
 
 
 def test_smoke_trains_less_and_sweeps_less_within_the_cpu_lengths():

@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 # The budget's estimates when there is no earlier run: guesses, never measured on a GPU, and
-# meant to be high: a notebook three times what the gpu profile aims at (labsupport/profile.py:
-# about 5 minutes for all six on a data-centre GPU); the HTML build from the executions.
+# meant to be high: a notebook three times what the gpu profile aims at (labsupport/profile/choose.py,
+# PRESETS: about 5 minutes for all six on a data-centre GPU); the HTML build from the executions.
 DEFAULT_NOTEBOOK_S = 180.0
 DEFAULT_HTML_S = 150.0
 MARGIN = 1.1                            # an earlier run's time, plus 10%
