@@ -50,7 +50,7 @@ LAB_TRAINING = {
     "lab_seeds": 3,                      # every network of the race
     "lab_ablation_seeds": 2,             # the shuffle test's Transformers without encoding or mask
     "lab_linear_seeds": 2,               # Step 5: linear attention
-    "lab_step_reps": 7,                  # timed training steps per model (batch 128)
+    "lab_step_reps": 5,                  # timed training steps per model (batch 128)
     # the stretch goals (encodings at 28 days, segment recurrence over 28 days): every 4th
     # training window, 2 seeds; caches of 0 and 7 day tokens per layer
     "lab_stretch_stride": 4,
