@@ -112,7 +112,7 @@ LAB_TRAINING = MappingProxyType(dict(
     lab_seeds=3,
     lab_ablation_seeds=2,
     lab_linear_seeds=2,
-    lab_step_reps=7,
+    lab_step_reps=5,
     # the stretch goals: every 4th training window, 2 seeds; caches of 0 and 7 day tokens
     lab_stretch_stride=4,
     lab_stretch_seeds=2,
