@@ -186,8 +186,8 @@ def ridge_weights(fn, draw):
                      lambda X, Y, p: _solve(X, Y, p ** 0.5 * eye(X))),
                     ("the penalty here is not scaled by the number of rows: X^T X + penalty * I",
                      lambda X, Y, p: _solve(X, Y, len(X) * p * eye(X)))])
-    return (f"W = (X^T X + penalty I)^-1 X^T Y, the minimiser of |X W - Y|^2 + penalty |W|^2, on "
-            f"{len(cases)} inputs and penalties")
+    return (f"the minimiser of |X W - Y|^2 + penalty |W|^2, on {len(cases)} inputs and penalties "
+            "(fewer rows than columns among them)")
 
 
 # --- step 4: predict the peak memory of a training step, then measure it ---------------------
@@ -238,9 +238,7 @@ def step_peak(fn, draw):
         measured, where = [reference.predicted_step_peak(*case.args) for case in cases], "the byte model"
     near = lambda a, b, tol=STEP_PEAK_TOLERANCE: abs(a / b - 1) <= tol                # noqa: E731
     if all(near(g, m) for g, m in zip(guesses, measured)):
-        return (f"within {STEP_PEAK_TOLERANCE:.0%} of {where} for {len(cases)} sizes: each layer keeps "
-                "its softmax weights (B, H, N, N) for the backward pass, and two more such matrices "
-                "are alive at the step's worst moment")
+        return f"within {STEP_PEAK_TOLERANCE:.0%} of {where} for {len(cases)} sizes of batch, heads and tokens"
     matrices = lambda count: (lambda B, H, N, n: count(n) * B * H * N * N * 4)          # noqa: E731
     right = reference.predicted_step_peak
     mistakes = [("autograd does not keep every matrix of the forward pass: of a layer's scores, masked "
