@@ -81,6 +81,21 @@ def test_a_claim_that_fails_stops_with_the_claim_and_its_numbers(fresh_claims):
         report.claim("time exponent within 0.05 of 2", False, exponent=torch.tensor(1.91))
 
 
+def test_under_the_smoke_profile_a_claim_that_fails_is_noted_and_the_cell_goes_on(fresh_claims, capsys,
+                                                                                 monkeypatch):
+    monkeypatch.setenv("LABSUPPORT_PROFILE", "smoke")
+    report.claim("the control loses to every encoding", False, verdicts={"RoPE": "unknown"})
+    report.claim("rows sum to one", True)
+    assert capsys.readouterr().out == ("smoke profile: not confirmed at these sizes, not counted: "
+                                       "the control loses to every encoding\n")
+    assert report.claims_held() == ["rows sum to one"]
+    with pytest.raises(TypeError, match="holds must be a bool"):           # still refused
+        report.claim("x", "False")
+    monkeypatch.setenv("LABSUPPORT_PROFILE", "cpu")
+    with pytest.raises(report.ClaimNotConfirmed, match="the control loses"):
+        report.claim("the control loses to every encoding", False)
+
+
 def test_a_claim_refuses_what_is_not_a_bool(fresh_claims):
     with pytest.raises(TypeError, match=r"claim 'x': holds must be a bool.*got str 'False'"):
         report.claim("x", "False")
