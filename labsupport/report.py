@@ -4,13 +4,13 @@ tables, and sentences that every client renders.
 A claim is a sentence of the text and whether this run's measurement confirms it:
 `claim` is silent when it holds and stops the cell when it does not, with the claim in
 words and the numbers it rests on, so that a reader whose machine disagrees sees which
-sentence, and the regression tests fail; `claims_checked`, in a notebook's last cell,
-counts them. Whether a claim held is a bool (Python's or NumPy's, or a one-element bool
-tensor): anything else, such as the string ``"False"`` or a NaN, which ``bool()`` would
-read as True, is refused. Under the ``smoke`` profile, whose sizes only check that a notebook
-runs, a claim that does not hold is noted in one printed line instead of stopping the cell.
-(`verdict` and `checklist`, which print a claim and ``True`` on a line, remain for scripts.)
-The record of what executed a notebook is `labsupport.provenance`'s.
+sentence, and the regression tests fail (under the ``smoke`` profile, one epoch and one
+seed that only check that a notebook runs, a claim that does not hold is counted instead);
+`claims_checked`, in a notebook's last cell, counts them. Whether a claim held is a bool
+(Python's or NumPy's, or a one-element bool tensor): anything else, such as the string
+``"False"`` or a NaN, which ``bool()`` would read as True, is refused. (`verdict` and
+`checklist`, which print a claim and ``True`` on a line, remain for scripts.) The record of
+what executed a notebook is `labsupport.provenance`'s.
 
 >>> claim("rows sum to one", True)
 >>> verdict("rows sum to one", True, width=20)
@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import numbers
 import os
-import re
 import textwrap
 
 import numpy as np
 import torch
 
-from .profile import ENV_VAR as PROFILE_VAR
+from .markdown import Markdown as Markdown  # lives in markdown; notebooks import it from here
+from .markdown import escape
+from .markdown import table as markdown_table
+from .profile import ENV_VAR
 from .timing import add_peak_fraction, attention_inputs, dtype_error, dtype_name, sdpa_backend_used
 from .units import format_bytes
 from .validation import check_instance, check_nonnegative_int
@@ -43,6 +45,8 @@ class ClaimNotConfirmed(AssertionError):
 
 
 _CLAIMS: dict[str, dict] = {}      # this process's claims that held, in order: text -> numbers
+_UNCONFIRMED: dict[str, dict] = {} # smoke profile only: claims its tiny runs did not confirm
+SMOKE = "smoke"                    # the profile whose results are not for reading (labsupport.profile)
 NUMBER_DIGITS = 6                  # significant digits of a float in a claim's message
 
 
@@ -55,9 +59,9 @@ def claim(text: str, holds, **numbers) -> None:
     Write ``text`` as the prose states it, with no number that the run may change (it is
     the same on every machine); put the measured values in ``numbers``.
 
-    Under the ``smoke`` profile (``LABSUPPORT_PROFILE=smoke``: one seed, one epoch, the shortest
-    sweeps; it only checks that a notebook runs top to bottom) a claim that does not hold
-    prints one line saying so and the cell goes on; it is not counted by `claims_checked`.
+    With ``$LABSUPPORT_PROFILE`` set to ``smoke`` (the least training, which checks that a
+    notebook runs and whose results are not for reading), a claim that does not hold does not
+    stop the cell: `claims_checked` counts it as not confirmed at those sizes.
 
     >>> claim("attention's peak is below the recurrence's", 12.0 < 40.0, attention=12.0, gru=40.0)
     >>> claim("the exponent is near 2", abs(2.31 - 2) < 0.05, exponent=2.31)  # doctest: +ELLIPSIS
@@ -68,8 +72,9 @@ def claim(text: str, holds, **numbers) -> None:
     check_instance("claim's text", text, str, "the claim in words, as the text states it")
     held = _holds(holds, f"claim {text!r}")
     _CLAIMS.pop(text, None)
-    if not held and _smoke():
-        print(f"smoke profile: not confirmed at these sizes, not counted: {text}")
+    _UNCONFIRMED.pop(text, None)
+    if not held and os.environ.get(ENV_VAR) == SMOKE:     # one epoch, one seed: nothing to confirm
+        _UNCONFIRMED[text] = dict(numbers)
         return
     if not held:
         measured = "; ".join(f"{name} = {_number_text(value)}" for name, value in numbers.items())
@@ -80,11 +85,6 @@ def claim(text: str, holds, **numbers) -> None:
     _CLAIMS[text] = dict(numbers)
 
 
-def _smoke() -> bool:
-    """True under the smoke profile, whose sizes are too small for a measured claim."""
-    return os.environ.get(PROFILE_VAR, "").strip() == "smoke"
-
-
 def claims_held() -> list[str]:
     """The claims checked in this process that held, in the order first checked."""
     return list(_CLAIMS)
@@ -93,6 +93,7 @@ def claims_held() -> list[str]:
 def forget_claims() -> None:
     """Start a new record (a notebook's first cell need not: each kernel starts empty)."""
     _CLAIMS.clear()
+    _UNCONFIRMED.clear()
 
 
 def claims_checked(machine: str | None = None) -> None:
@@ -106,8 +107,12 @@ def claims_checked(machine: str | None = None) -> None:
     check_instance("machine", machine, str, "a str such as 'cpu, torch 2.13.0'")
     noun = "claim" if len(held) == 1 else "claims"
     line = f"{len(held)} {noun} of this section checked on this machine ({machine}), and all held."
+    if _UNCONFIRMED:
+        line = (f"{len(held)} {noun} of this section held on this machine ({machine}); "
+                f"{len(_UNCONFIRMED)} not confirmed at the smoke profile's sizes, whose results are "
+                "not for reading.")
     items = "\n".join(f"<li>{_html_text(text)}</li>" for text in held)
-    markdown = (f"**{_md_text(line)}**\n\n<details><summary>The claims checked</summary>\n\n"
+    markdown = (f"**{escape(line)}**\n\n<details><summary>The claims checked</summary>\n\n"
                 f"<ol>\n{items}\n</ol>\n\n</details>")
     _show(markdown, "\n".join([line, *(f"{i}. {text}" for i, text in enumerate(held, 1))]))
 
@@ -232,43 +237,13 @@ def table(headers, rows, *, formats=None, caption: str | None = None, notes=()) 
     widths = [max(len(str(h)), *(len(r[j]) for r in cells)) for j, h in enumerate(headers)]
     plain = ["  ".join(f"{h:>{w}}" for h, w in zip(headers, widths))]
     plain += ["  ".join(f"{c:>{w}}" for c, w in zip(r, widths)) for r in cells]
-    markdown = _markdown_table([str(h) for h in headers], cells)
-    _show("\n\n".join([*(["**" + _md_text(caption) + "**"] if caption else []), markdown,
-                        *(_md_text(n) for n in notes)]),
+    markdown = markdown_table([str(h) for h in headers], cells)
+    _show("\n\n".join([*(["**" + escape(caption) + "**"] if caption else []), markdown,
+                        *(escape(n) for n in notes)]),
           "\n".join([*([caption] if caption else []), *plain,
                      *(textwrap.fill(n.plain if isinstance(n, Markdown) else n, NOTE_WIDTH,
                                      subsequent_indent="  ", break_on_hyphens=False)
                        for n in notes)]))
-
-
-class Markdown(str):
-    """A table note written in Markdown (a link, emphasis), shown as written in a notebook;
-    in plain text its links read ``text (url)``.
-
-    >>> Markdown("see [the protocol](https://example.org/p)").plain
-    'see the protocol (https://example.org/p)'
-    """
-
-    @property
-    def plain(self) -> str:
-        return re.sub(r"\[([^\]]*)\]\(([^)]*)\)", r"\1 (\2)", self)
-
-
-def _md_text(text: str) -> str:
-    """``text`` as Markdown that reads as written: HTML, emphasis and table characters escaped
-    (a `Markdown` note is kept as written)."""
-    if isinstance(text, Markdown):
-        return str(text)
-    for char in "\\`*_|[]<>#":
-        text = text.replace(char, "\\" + char)
-    return text
-
-
-def _markdown_table(headers, cells) -> str:
-    """A GitHub-flavoured Markdown table: the first column left-aligned, the others right."""
-    line = lambda values: "| " + " | ".join(_md_text(v) for v in values) + " |"    # noqa: E731
-    rule = "| " + " | ".join([":---", *["---:"] * (len(headers) - 1)]) + " |"
-    return "\n".join([line(headers), rule, *(line(r) for r in cells)])
 
 
 # --- output that renders in every client ----------------------------------------------------------

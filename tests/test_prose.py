@@ -1,4 +1,4 @@
-"""Prose never types a figure or a ranking of one run (the evidence rules; issue 15, item 2).
+"""Prose never types a figure or a ranking of one run (the evidence rules).
 
 The book is rebuilt from whichever execution produced it (a laptop, the GPU runner,
 Colab), so a sentence that copies a number from one run can contradict the table
@@ -67,8 +67,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("12_5_efficient_attention", "0.99"):
         "a setting: the decay gamma = 0.99 that Exercise 12.5.3 asks about",
     ("12_2_transformer", "95%"):
-        "a setting: the comparison protocol's 95% paired interval, which its table's legend names",
-    ("12_lab_transformer_forecaster", "95%"):
         "a setting: the comparison protocol's 95% paired interval, which its table's legend names",
 }
 

@@ -14,7 +14,7 @@ from .efficient import (
     positive_features,
 )
 from .grading import forbidden_names, forbidden_uses, grade, graded
-from .lab import elu_feature_map, ridge_weights, step_peak
+from .lab import causal_block, ridge_weights, step_peak
 from .long_sequences import compress_update, kept_fractions, online_step, stride_saving
 from .positional import hour_features, shift_matrix, untrained_buckets
 from .self_attention import (
@@ -40,6 +40,6 @@ __all__ = ["CHECKS", "NOT_ANSWERED", "CheckResult", "Draw", "Hint", "check", "yo
            "block_parameters",
            "shift_matrix", "hour_features", "untrained_buckets",
            "online_step", "compress_update", "kept_fractions", "stride_saving",
-           "elu_feature_map", "ridge_weights", "step_peak",
+           "causal_block", "ridge_weights", "step_peak",
            "positive_features", "blocked_local_attention", "decayed_linear_attention",
            "performer_error_exponent"]
