@@ -79,10 +79,10 @@ PRESETS = {
         "forecaster_train_stride": 2,
         "forecaster_max_epochs": 30,         # a budget early stopping ends first
         "forecaster_seeds": 3,
-        # 12.3 positional encodings: 7 + 1 + 3 small forecasters (one token a day), each over
+        # 12.3 positional encodings: 6 + 1 + 2 small forecasters (one token a day), each over
         # encoding_seeds, every 3rd training window, early stopping with the plateau schedule
         # (tools/experiments/README.md, 12.3)
-        "encoding_train_stride": 3,
+        "encoding_train_stride": 4,
         "encoding_width": 32,
         "encoding_lr": 2e-3,
         # dtype of the cost sweeps' inputs (12.4, 12.5): float32 on the CPU
@@ -99,10 +99,12 @@ PRESETS = {
         "flash_block": 256,
         # the context curve with the comparison protocol, every run ended by early stopping
         # (the plateau schedule, lr 5e-3, patience 2): demand, the section's lesson, over
-        # context_seeds and AR(1) over context_ar1_seeds, every 2nd training window. Runs
-        # converged in 4-16 epochs, so the epoch budget is never reached; about 155 s of
-        # training on one core (tools/experiments/README.md, context_12_4.py)
+        # context_days and context_seeds, AR(1) over context_ar1_days and context_ar1_seeds,
+        # every 2nd training window. Runs converged in 4-16 epochs, so the epoch budget is
+        # never reached; about 140 s of training on one core (tools/experiments/README.md,
+        # context_12_4.py)
         "context_days": (1, 7, 14, 28),
+        "context_ar1_days": (1, 7, 14),
         "context_train_stride": 2,
         "context_max_epochs": 40,
         "context_seeds": 3,
@@ -153,7 +155,7 @@ GPU_FIXED = {
     "forecaster_train_stride": 1,
     "forecaster_max_epochs": 40,         # early stopping (patience 3) ends it sooner
     "forecaster_seeds": 3,
-    # 11 small forecasters x 3 seeds, every window, early stopping (the plateau schedule)
+    # 9 small forecasters x 3 seeds, every window, early stopping (the plateau schedule)
     "encoding_train_stride": 1,
     "encoding_width": 64,
     "encoding_lr": 2e-3,
@@ -165,6 +167,7 @@ GPU_FIXED = {
     # context sets the target hours every context trains on (112 days leave 2012's first
     # 16 weeks out). The budget lies far beyond the 4-16 epochs runs took on the CPU.
     "context_days": (1, 7, 14, 28, 56, 112),
+    "context_ar1_days": (1, 7, 14, 28, 56, 112),
     "context_train_stride": 1,
     "context_max_epochs": 60,
     "context_seeds": 3,
