@@ -50,6 +50,7 @@ LAYERS
 8. what the notebooks show and check
    widgets            interactive explorers of encodings, attention weights and costs
    checks/            the exercises' self-checks, with reference answers
+   studies/           the sections' experiments and figures (12.3's encodings, 12.4's memories)
 apart: entry points that other programs load; they may import any layer, nothing imports them
    sphinx_provenance  gathers the notebooks' run records into "Where the numbers came from"
    sphinx_links       points links to the repository's own documents at the book's pages

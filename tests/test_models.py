@@ -359,8 +359,28 @@ def test_patch_transformer_lengths_and_weights():
     assert y.shape == (2, HORIZON, 1) and len(weights) == 2 and weights[0].shape == (2, 4, 11, 11)
     with pytest.raises(ValueError, match="pos_encoding must be one of"):
         PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, pos_encoding="rotary")
-    with pytest.raises(ValueError, match="head must be 'last' or 'flatten'"):
-        PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, head="mean")
+    with pytest.raises(ValueError, match="head must be 'last', 'flatten' or 'mean'"):
+        PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, head="max")
+
+
+def test_the_mean_head_without_mask_or_encoding_ignores_the_order_of_the_patches():
+    """Section 12.3's control: no causal mask, no encoding, the mean of the tokens read out.
+    Shuffling whole patches leaves the forecast unchanged; a causal mask or an encoding
+    alone makes it depend on the order."""
+    torch.manual_seed(0)
+    x = torch.randn(3, LOOKBACK, 1)
+    days = x.view(3, -1, 8, 1)                                           # (B, 6 patches, 8, 1)
+    shuffled = days[:, torch.tensor([3, 0, 5, 1, 4, 2])].reshape(3, LOOKBACK, 1)
+
+    def model(**kw):
+        return PatchTransformer(lookback=LOOKBACK, horizon=HORIZON, patch_len=8, stride=8, d_model=16,
+                                n_heads=2, n_layers=2, d_ff=32, dropout=0.0, head="mean", **kw).eval()
+
+    control = model(pos_encoding="none", causal=False)
+    torch.testing.assert_close(control(shuffled), control(x), atol=1e-5, rtol=1e-5)
+    assert control(torch.randn(2, 2 * LOOKBACK, 1)).shape == (2, HORIZON, 1)   # any whole number of patches
+    for kw in (dict(pos_encoding="none", causal=True), dict(pos_encoding="sinusoidal", causal=False)):
+        assert not torch.allclose(model(**kw)(shuffled), model(**kw)(x), atol=1e-4), kw
 
 
 def test_patch_transformer_takes_a_linformer_instance():

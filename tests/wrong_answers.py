@@ -550,116 +550,57 @@ ANSWERS = {
             """, "TransformerEncoderLayer"),
     ],
     # --- 12.3 Positional and temporal encodings ------------------------------------------------
-    "sinusoidal": [
+    "shift_matrix": [
         wrong("""
-            def sinusoidal(length, d_model):
-                p = torch.arange(length, dtype=torch.float64)[:, None]
+            def shift_matrix(k, d_model):
                 omega = 10000 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
-                angles = p * omega
-                return torch.stack([angles.cos(), angles.sin()], dim=-1).flatten(-2)   # cos first
-            """, "swapped"),
+                c, s = (k * omega).cos(), (k * omega).sin()
+                M = torch.zeros(d_model, d_model, dtype=torch.float64)
+                M[0::2, 0::2], M[0::2, 1::2] = torch.diag(c), torch.diag(s)     # [[cos, sin], [-sin, cos]]
+                M[1::2, 0::2], M[1::2, 1::2] = torch.diag(-s), torch.diag(c)
+                return M
+            """, "shifts the other way"),
         right("""
-            def sinusoidal(length, d_model):
+            def shift_matrix(k, d_model):
                 import math
-                table = torch.zeros(length, d_model, dtype=torch.float64)
-                for p in range(length):
-                    for i in range(0, d_model, 2):
-                        table[p, i] = math.sin(p / 10000 ** (i / d_model))
-                        table[p, i + 1] = math.cos(p / 10000 ** (i / d_model))
-                return table
+                blocks = []
+                for i in range(d_model // 2):
+                    angle = k / 10000 ** (2 * i / d_model)
+                    c, s = math.cos(angle), math.sin(angle)
+                    blocks.append(torch.tensor([[c, -s], [s, c]], dtype=torch.float64))
+                return torch.block_diag(*blocks)
             """),
         wrong("""
-            def sinusoidal(length, d_model):
-                p = torch.arange(length, dtype=torch.float64)[:, None]
+            def shift_matrix(k, d_model):
+                import math
+                c, s = math.cos(k), math.sin(k)                                  # one angle for every pair
+                return torch.block_diag(*[torch.tensor([[c, -s], [s, c]], dtype=torch.float64)]
+                                        * (d_model // 2))
+            """, "its own frequency"),
+        wrong("""
+            def shift_matrix(k, d_model):
                 omega = 10000 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / 8)   # d typed in
-                angles = p * omega
-                return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)
+                c, s = (k * omega).cos(), (k * omega).sin()
+                M = torch.zeros(d_model, d_model, dtype=torch.float64)
+                M[0::2, 0::2], M[0::2, 1::2] = torch.diag(c), torch.diag(-s)
+                M[1::2, 0::2], M[1::2, 1::2] = torch.diag(s), torch.diag(c)
+                return M
             """, "use d = 8 whatever the width"),
         wrong("""
-            def sinusoidal(length, d_model):
-                p = torch.arange(length, dtype=torch.float64)[:, None]
-                omega = 10000 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
-                return torch.cat([(p * omega).sin(), (p * omega).cos()], dim=-1)   # not interleaved
-            """, "interleave the pairs"),
-        wrong("""
-            def sinusoidal(length, d_model):
-                p = torch.arange(1, length + 1, dtype=torch.float64)[:, None]     # from 1
-                omega = 10000 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
-                return torch.stack([(p * omega).sin(), (p * omega).cos()], dim=-1).flatten(-2)
-            """, "positions start at 0"),
+            def shift_matrix(k, d_model):
+                omega = 10000 ** (-torch.arange(0, d_model // 2, dtype=torch.float64) / d_model)   # i/d
+                c, s = (k * omega).cos(), (k * omega).sin()
+                M = torch.zeros(d_model, d_model, dtype=torch.float64)
+                M[0::2, 0::2], M[0::2, 1::2] = torch.diag(c), torch.diag(-s)
+                M[1::2, 0::2], M[1::2, 1::2] = torch.diag(s), torch.diag(c)
+                return M
+            """, "not i/d"),
         forbidden("""
-            def sinusoidal(length, d_model):
+            def shift_matrix(k, d_model):
                 from labsupport.positional import sinusoidal_encoding
-                return sinusoidal_encoding(length, d_model).double()
-            """, "labsupport.positional"),
-    ],
-    "rotate_pairs": [
-        wrong("""
-            def rotate_pairs(x, position, base=10000.0):
-                D = x.shape[-1]
-                theta = position * base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
-                a, b = x[0::2], x[1::2]
-                rotated = (a * theta.cos() + b * theta.sin(), b * theta.cos() - a * theta.sin())
-                return torch.stack(rotated, dim=-1).flatten()         # turned the wrong way
-            """, "clockwise"),
-        right("""
-            def rotate_pairs(x, position, base=10000.0):
-                D = x.shape[-1]
-                theta = position * base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
-                z = torch.view_as_complex(x.double().reshape(-1, 2).contiguous())
-                return torch.view_as_real(z * torch.polar(torch.ones_like(theta), theta)).flatten()
-            """),
-        wrong("""
-            def rotate_pairs(x, position, base=10000.0):
-                D = x.shape[-1]
-                theta = position * 10000.0 ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
-                a, b = x[0::2], x[1::2]                                 # base ignored
-                rotated = (a * theta.cos() - b * theta.sin(), a * theta.sin() + b * theta.cos())
-                return torch.stack(rotated, dim=-1).flatten()
-            """, "ignores its argument `base`"),
-        wrong("""
-            def rotate_pairs(x, position, base=10000.0):
-                D = x.shape[-1]
-                theta = position * base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
-                a, b = x[: D // 2], x[D // 2:]                          # the halves, not neighbours
-                return torch.cat([a * theta.cos() - b * theta.sin(), a * theta.sin() + b * theta.cos()])
-            """, "neighbours"),
-        wrong("""
-            def rotate_pairs(x, position, base=10000.0):
-                theta = position * base ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)   # D typed in
-                a, b = x[0::2], x[1::2]
-                rotated = (a * theta.cos() - b * theta.sin(), a * theta.sin() + b * theta.cos())
-                return torch.stack(rotated, dim=-1).flatten()
-            """, "your code raised RuntimeError"),
-        forbidden("""
-            def rotate_pairs(x, position, base=10000.0):
-                from labsupport.positional import RotaryEmbedding
-                rope = RotaryEmbedding(x.shape[-1], base=base)
-                return rope(x[None].double(), positions=torch.tensor([position]))[0]
-            """, "labsupport.positional"),
-    ],
-    "alibi_slopes": [
-        wrong("""
-            def alibi_slopes_for(n_heads):
-                ratio = 2 ** (-8 / n_heads)
-                return [ratio ** h for h in range(n_heads)]           # starts at 1, not at the ratio
-            """, "off by one"),
-        right("""
-            def alibi_slopes_for(n_heads):
-                return torch.logspace(-8 / n_heads, -8, n_heads, base=2, dtype=torch.float64)
-            """),
-        wrong("""
-            def alibi_slopes_for(n_heads):
-                return [2 ** (-(h + 1)) for h in range(n_heads)]      # the ratio of 8 heads for all
-            """, "depends on the number of heads"),
-        wrong("""
-            def alibi_slopes_for(n_heads):
-                return [2 ** (-8 * (h + 1) / n_heads) for h in reversed(range(n_heads))]
-            """, "largest slope"),
-        forbidden("""
-            def alibi_slopes_for(n_heads):
-                from labsupport.positional import alibi_slopes
-                return alibi_slopes(n_heads)
+                table = sinusoidal_encoding(d_model + abs(k) + 1, d_model, dtype=torch.float64)
+                return torch.linalg.lstsq(table[:d_model], table[k:k + d_model] if k >= 0
+                                          else table[:d_model]).solution
             """, "labsupport.positional"),
     ],
     "hour_features": [
@@ -754,41 +695,66 @@ ANSWERS = {
                 return m_new, l * fix + p.sum(-1, keepdim=True), acc * fix + p @ v
             """, "labsupport.attention"),
     ],
-    "compress_mean": [
+    "compress_update": [
         wrong("""
-            def compress_mean(states, rate):
-                return states[:, ::rate]                              # keeps every rate-th state
-            """, "every `rate`-th state"),
+            def compress_update(memory, compressed, h, mem_len, cmem_len, rate):
+                states = torch.cat([memory, h], dim=1)
+                kept, gone = states[:, :mem_len], states[:, mem_len:]         # evicts the newest
+                B, n, d = gone.shape
+                slots = gone.reshape(B, n // rate, rate, d).mean(2)
+                return kept, torch.cat([compressed, slots], dim=1)[:, -cmem_len:]
+            """, "keeps the newest states"),
         right("""
-            def compress_mean(states, rate):
+            def compress_update(memory, compressed, h, mem_len, cmem_len, rate):
+                states = torch.cat([memory, h], dim=1)
+                evict = max(states.shape[1] - mem_len, 0)
+                slots = [states[:, i:i + rate].mean(dim=1, keepdim=True) for i in range(0, evict, rate)]
+                compressed = torch.cat([compressed, *slots], dim=1)
+                start = max(compressed.shape[1] - cmem_len, 0)
+                return states[:, evict:], compressed[:, start:]
+            """),
+        right("""
+            def compress_update(memory, compressed, h, mem_len, cmem_len, rate):
                 import torch.nn.functional as F
-                return F.avg_pool1d(states.transpose(1, 2), rate).transpose(1, 2)
+                states = torch.cat([memory, h], dim=1)
+                evict = max(states.shape[1] - mem_len, 0)
+                slots = F.avg_pool1d(states[:, :evict].transpose(1, 2), rate).transpose(1, 2) if evict \
+                    else states[:, :0]
+                compressed = torch.cat([compressed, slots], dim=1)
+                kept = min(compressed.shape[1], cmem_len)
+                return states[:, evict:], compressed[:, compressed.shape[1] - kept:]
             """),
-        right("""
-            def compress_mean(states, rate):
-                starts = range(0, states.shape[1], rate)
-                return torch.stack([states[:, i:i + rate].mean(1) for i in starts], dim=1)
-            """),
         wrong("""
-            def compress_mean(states, rate):
-                B, n, d = states.shape
-                return states.view(B, n // 4, 4, d).mean(dim=2)       # the rate typed in
-            """, "should have shape"),
+            def compress_update(memory, compressed, h, mem_len, cmem_len, rate):
+                states = torch.cat([memory, h], dim=1)
+                evict = max(states.shape[1] - mem_len, 0)
+                B, n, d = states[:, :evict].shape
+                slots = states[:, :evict].reshape(B, n // rate, rate, d).mean(2)
+                joined = torch.cat([compressed, slots], dim=1)
+                return states[:, evict:], joined[:, :cmem_len]                 # the first slots
+            """, "most recent cmem_len slots"),
         wrong("""
-            def compress_mean(states, rate):
-                B, n, d = states.shape
-                return states.view(B, rate, n // rate, d).mean(dim=1)  # groups not consecutive
-            """, "consecutive"),
+            def compress_update(memory, compressed, h, mem_len, cmem_len, rate):
+                states = torch.cat([memory, h], dim=1)
+                evict = max(states.shape[1] - mem_len, 0)
+                B, n, d = states[:, :evict].shape
+                slots = states[:, :evict].reshape(B, n // rate, rate, d).sum(2)             # a sum
+                joined = torch.cat([compressed, slots], dim=1)
+                return states[:, evict:], joined[:, max(joined.shape[1] - cmem_len, 0):]
+            """, "a sum grows with the rate"),
         wrong("""
-            def compress_mean(states, rate):
-                B, n, d = states.shape
-                return states.view(B, n // rate, rate, d).sum(dim=2)
-            """, "take the mean"),
+            def compress_update(memory, compressed, h, mem_len, cmem_len, rate):
+                states = torch.cat([memory, h], dim=1)
+                evict = max(states.shape[1] - mem_len, 0)
+                slots = states[:, :evict:rate]                                # every rate-th state
+                joined = torch.cat([compressed, slots], dim=1)
+                return states[:, evict:], joined[:, max(joined.shape[1] - cmem_len, 0):]
+            """, "every `rate`-th state"),
         forbidden("""
-            def compress_mean(states, rate):
+            def compress_update(memory, compressed, h, mem_len, cmem_len, rate):
                 from labsupport.memory import CompressiveMemory
-                memory = CompressiveMemory(states.shape[-1], mem_len=1, cmem_len=states.shape[1], rate=rate)
-                return memory.double().compress(states)
+                memory_module = CompressiveMemory(h.shape[-1], mem_len=mem_len, cmem_len=cmem_len, rate=rate)
+                return memory_module.double().update(memory, compressed, h)
             """, "labsupport.memory"),
     ],
     "kept_fractions": [
@@ -811,38 +777,6 @@ ANSWERS = {
                 from labsupport.checks.long_sequences import measured_kept_fractions
                 return measured_kept_fractions()
             """, "labsupport.checks"),
-    ],
-    "patch_count": [
-        wrong("""
-            def patch_count(lookback, patch_len, stride):
-                return (lookback - patch_len) // stride               # forgets the first patch
-            """, "one short"),
-        right("""
-            def patch_count(lookback, patch_len, stride):
-                return len(range(0, lookback - patch_len + 1, stride))
-            """),
-        right("""
-            def patch_count(lookback, patch_len, stride):
-                return torch.zeros(lookback).unfold(0, patch_len, stride).shape[0]
-            """),
-        wrong("""
-            def patch_count(lookback, patch_len, stride):
-                return (lookback - patch_len) / stride + 1            # true division
-            """, "a whole number"),
-        wrong("""
-            def patch_count(lookback, patch_len, stride):
-                import math
-                return math.ceil((lookback - patch_len) / stride) + 1
-            """, "that rounds up"),
-        wrong("""
-            def patch_count(lookback, patch_len, stride):
-                return lookback // stride
-            """, "must fit inside the lookback"),
-        forbidden("""
-            def patch_count(lookback, patch_len, stride):
-                from labsupport.data import patchify
-                return patchify(torch.zeros(1, lookback), patch_len, stride).shape[1]
-            """, "labsupport.data"),
     ],
     "stride_saving": [
         wrong("""

@@ -15,14 +15,8 @@ from .efficient import (
 )
 from .grading import forbidden_names, forbidden_uses, grade, graded
 from .lab import causal_block, ridge_weights, step_peak
-from .long_sequences import (
-    compress_mean,
-    kept_fractions,
-    online_step,
-    patch_count,
-    stride_saving,
-)
-from .positional import alibi_slopes, hour_features, rotate_pairs, sinusoidal, untrained_buckets
+from .long_sequences import compress_update, kept_fractions, online_step, stride_saving
+from .positional import hour_features, shift_matrix, untrained_buckets
 from .self_attention import (
     attention_weights,
     causal_attention,
@@ -44,8 +38,8 @@ __all__ = ["CHECKS", "NOT_ANSWERED", "CheckResult", "Draw", "Hint", "check", "yo
            "attention_weights", "causal_attention", "score_matrix_bytes", "split_heads", "predicted_peak",
            "feed_forward", "pre_norm_block", "peeks", "heads_peak_ratio",
            "block_parameters",
-           "sinusoidal", "rotate_pairs", "alibi_slopes", "hour_features", "untrained_buckets",
-           "online_step", "compress_mean", "kept_fractions", "patch_count", "stride_saving",
+           "shift_matrix", "hour_features", "untrained_buckets",
+           "online_step", "compress_update", "kept_fractions", "stride_saving",
            "causal_block", "ridge_weights", "step_peak",
            "positive_features", "blocked_local_attention", "decayed_linear_attention",
            "performer_error_exponent"]

@@ -5,19 +5,7 @@ import math
 
 import torch
 
-from .core import (
-    Case,
-    Hint,
-    apart,
-    check,
-    close,
-    differ,
-    expect_number,
-    expect_tensor,
-    judge,
-    same_number,
-    times,
-)
+from .core import Case, Hint, check, close, differ, expect_number, expect_tensor, judge
 
 
 def _run_tiles(step, scores, v, tile, text):
@@ -91,35 +79,95 @@ def online_step(fn, draw):
             "also when the maximum rises in the last tile or falls by thousands")
 
 
-def _compress_cases(draw) -> list[Case]:
-    sizes = [(2, 3, 4, 3), (1, draw.int(1, 5), 1, 2), (draw.int(1, 3), draw.int(2, 5), 3, draw.int(1, 5)),
-             (1, 1, draw.int(5, 9), 4), (2, draw.int(2, 4), draw.choice((2, 5, 6)), 2)]
+def _update(memory, compressed, h, mem_len, cmem_len, rate, *, newest_out=False, first_slots=False,
+            pool="mean", consecutive=True, new_first=False, trim=True):
+    """The compressive memory's update (Rae et al., 2020) on whole groups, and typical wrong ones:
+    append h to the short memory, compress its oldest overflow ``rate`` states to a slot, keep
+    the last ``cmem_len`` slots, oldest first."""
+    states = torch.cat([memory, h], dim=1)                                    # (B, M + L, d)
+    evict = max(states.shape[1] - mem_len, 0)
+    if newest_out:
+        gone, kept = states[:, mem_len:], states[:, :mem_len]
+    else:
+        gone, kept = states[:, :evict], states[:, evict:]
+    B, n, d = gone.shape
+    if pool == "every":
+        slots = gone[:, ::rate]
+    elif consecutive:
+        groups = gone.reshape(B, n // rate, rate, d)
+        slots = groups.sum(2) if pool == "sum" else groups.mean(2)
+    else:
+        slots = gone.reshape(B, rate, n // rate, d).mean(1)
+    joined = torch.cat([slots, compressed] if new_first else [compressed, slots], dim=1)
+    joined = joined[:, :cmem_len] if first_slots else joined[:, max(joined.shape[1] - cmem_len, 0):]
+    return (kept if trim else states), joined
+
+
+def _update_cases(draw) -> list[Case]:
+    """Full and empty memories, rate 1 (an exact cache), overflows of one and several groups,
+    a compressed memory that overflows too; mem_len and the segment whole groups."""
+    sizes = [(2, 3, 2, 4, 3, 4, 2, 4),                        # B, d, rate, mem_len, cmem_len, M, C, L
+             (1, 2, draw.int(2, 3), 8, 2, 0, 0, 4),
+             (draw.int(1, 3), 2, 1, 3, 4, 3, draw.int(0, 4), 2),
+             (1, draw.int(2, 4), 3, 3, 5, 3, 4, 6),
+             (2, 2, draw.choice((2, 4)), 8, 3, 8, 3, 8)]
     cases = []
-    for B, slots, rate, d in sizes:
-        states = draw.randn(B, slots * rate, d)
-        cases.append(Case((states, rate), f"states {tuple(states.shape)}, rate={rate}"))
+    for B, d, rate, mem_len, cmem_len, M, C, L in sizes:
+        memory, compressed, h = draw.randn(B, M, d), draw.randn(B, C, d), draw.randn(B, L, d)
+        text = (f"memory ({B}, {M}, {d}), compressed ({B}, {C}, {d}), h ({B}, {L}, {d}), mem_len={mem_len}, "
+                f"cmem_len={cmem_len}, rate={rate}")
+        cases.append(Case((memory, compressed, h, mem_len, cmem_len, rate), text))
     return cases
 
 
-@check("12.4 exercise 2: compressing a memory by mean pooling")
-def compress_mean(fn, draw):
-    cases = _compress_cases(draw)
+def _state(t, B: int, d: int, what: str) -> torch.Tensor:
+    """``t`` if it is a (B, n, d) tensor of real numbers, for any n; else a `Hint`."""
+    steps = t.shape[1] if isinstance(t, torch.Tensor) and t.dim() == 3 else "n"
+    return expect_tensor(t, (B, steps, d), what)
+
+
+def _same_pair(a, b) -> bool:
+    return (isinstance(a, tuple) and len(a) == 2 and all(isinstance(t, torch.Tensor) for t in a)
+            and close(a[0], b[0]) and close(a[1], b[1]))
+
+
+def _show_pair(got, want) -> str:
+    for name, g, w in zip(("the short memory", "the compressed memory"), got, want):
+        if not close(g, w):
+            return f"{name}: {differ(g, w)}"
+    return "they agree"
+
+
+@check("12.4 exercise 2: updating a compressive memory")
+def compress_update(fn, draw):
+    cases = _update_cases(draw)
     outputs = []
     for case in cases:
-        states, rate = case.args
-        B, n, d = states.shape
-        outputs.append(expect_tensor(fn.on(case), (B, n // rate, d), f"compress_mean({case.text})"))
-    groups = lambda s, r: s.view(s.shape[0], -1, r, s.shape[-1])                       # noqa: E731
-    judge(outputs, cases, lambda s, r: groups(s, r).mean(2),
-          compared="the mean of each `rate` consecutive states",
-          mistakes=[("that keeps every `rate`-th state; a compressed slot should summarise all the states "
-                     "of its group (their mean)", lambda s, r: s[:, ::r]),
-                    ("groups must be consecutive states: slot k is the mean of states k*rate .. "
-                     "k*rate + rate - 1", lambda s, r: s.view(s.shape[0], r, -1, s.shape[-1]).mean(1)),
-                    ("a sum grows with the rate; take the mean", lambda s, r: groups(s, r).sum(2)),
-                    ("that keeps the last state of each group; the slot is the mean of all of them",
-                     lambda s, r: groups(s, r)[:, :, -1])])
-    return f"every `rate` consecutive states become their mean, on {len(cases)} inputs (rates 1 to 9)"
+        got = fn.on(case)
+        if not (isinstance(got, (tuple, list)) and len(got) == 2):
+            raise Hint(f"return the new (memory, compressed) as a tuple of two tensors, got "
+                       f"{type(got).__name__}")
+        B, d = case.args[0].shape[0], case.args[0].shape[2]
+        outputs.append(tuple(_state(t, B, d, f"compress_update's {name} on {case.text}")
+                             for t, name in zip(got, ("memory", "compressed"))))
+    judge(outputs, cases, _update, compared="the short memory and the compressed slots, oldest first",
+          same=_same_pair, show=_show_pair,
+          mistakes=[("the short memory keeps the newest states: evict the oldest ones, from the start "
+                     "of concat(memory, h)", lambda *a: _update(*a, newest_out=True)),
+                    ("the compressed memory keeps its most recent cmem_len slots, the last ones",
+                     lambda *a: _update(*a, first_slots=True)),
+                    ("oldest first: append the new slots after the old ones",
+                     lambda *a: _update(*a, new_first=True)),
+                    ("a slot is the mean of its `rate` states; a sum grows with the rate",
+                     lambda *a: _update(*a, pool="sum")),
+                    ("that keeps every `rate`-th state; a slot should summarise all the states of its "
+                     "group (their mean)", lambda *a: _update(*a, pool="every")),
+                    ("groups are consecutive states: slot k is the mean of the evicted states "
+                     "k*rate .. k*rate + rate - 1", lambda *a: _update(*a, consecutive=False)),
+                    ("the short memory holds at most mem_len states: keep only what is left after "
+                     "the eviction", lambda *a: _update(*a, trim=False))])
+    return (f"the oldest states evicted, compressed by mean pooling and the last cmem_len slots kept, on "
+            f"{len(cases)} memories (empty and full, rate 1 among them)")
 
 
 # --- exercise 3: what a memory of daily means keeps --------------------------------------
@@ -163,60 +211,19 @@ def kept_fractions(fn, draw):
     measured = measured_kept_fractions()
     off = {p: abs(guess[p] - measured[p]) > KEPT_TOLERANCE for p in KEPT_PERIODS}
     if off[24]:
-        raise Hint("a slot averages exactly one day, one whole period of the daily cycle: its ups and "
-                   "downs cancel, and nothing of the hour-of-day shape is left (0)")
+        raise Hint("a slot averages exactly one day, one whole period of the daily cycle: what is "
+                   "left of a cycle whose ups and downs all fall inside the same slot?")
     if off[168]:
-        raise Hint("a day is a seventh of a week: averaging over one day smooths the weekly cycle "
-                   "only a little, so most of it (well above 0.9) is kept")
+        raise Hint("a day is a seventh of a week: how much does averaging over one seventh of a "
+                   "period smooth a cycle? (sum the cycle over 24 consecutive hours)")
     if off[8766]:
-        raise Hint("a day is 1/365 of a year: the season passes through the daily means untouched")
-    values = ", ".join(f"{name} {measured[p]:.2f}" for p, name in KEPT_PERIODS.items())
-    return (f"measured amplitude kept by mean pooling at rate 24: {values}; your predictions are "
-            f"within {KEPT_TOLERANCE}: the memory keeps each day's level, hence the week and the "
+        raise Hint("a day is 1/365 of a year: how much can one day's average change a season?")
+    return (f"your three predictions are within {KEPT_TOLERANCE} of the amplitudes measured through "
+            "the library's mean pooling: the memory keeps each day's level, hence the week and the "
             "season, and loses the shape of the day")
 
 
-def _patch_cases(draw) -> list[Case]:
-    """Strides that divide lookback - patch_len and strides that do not, one patch, stride 1."""
-    if draw.graded:
-        sizes = []
-        for _ in range(5):
-            lookback = draw.int(10, 1000)
-            patch = draw.int(1, lookback)
-            sizes.append((lookback, patch, draw.int(1, max(1, min(2 * patch, lookback)))))
-        lookback, patch = draw.int(60, 500), draw.int(5, 40)
-        stride = draw.other(2, 17, *[s for s in range(2, 18) if (lookback - patch) % s == 0])
-        sizes += [(lookback, patch, stride), (patch, patch, draw.int(1, 30))]
-    else:
-        sizes = [(336, 24, 12), (336, 16, 8), (2048, 24, 1), (100, 24, 7), (50, 8, 5), (24, 24, 24),
-                 (30, 24, 10), (97, 10, 4)]
-    return [Case(size, "patch_count({}, {}, {})".format(*size)) for size in sizes]
-
-
-@check("12.4 exercise 4: how many patch tokens")
-def patch_count(fn, draw):
-    cases = _patch_cases(draw)
-    outputs = [expect_number(fn.on(case), "a number of patches") for case in cases]
-    for got, case in zip(outputs, cases):
-        if isinstance(got, float) and not got.is_integer():
-            raise Hint(f"{case.text} returned {apart(got, float(round(got)))[0]}: a count of patches is a "
-                       "whole number; count only the patches that fit, with floor division //")
-    judge(outputs, cases, lambda L, P, S: (L - P) // S + 1, compared="(lookback - patch_len) // stride + 1",
-          same=same_number,
-          mistakes=[("one short: the first patch starts at 0, so count it too (+1)",
-                     lambda L, P, S: (L - P) // S),
-                    ("the last patch must fit inside the lookback: start positions run from 0 to "
-                     "lookback - patch_len", lambda L, P, S: L // S),
-                    ("that rounds up: a patch that would start after lookback - patch_len runs past the "
-                     "end of the window; round down, (lookback - patch_len) // stride + 1",
-                     lambda L, P, S: -(-(L - P) // S) + 1),
-                    ("start positions run from 0 to lookback - patch_len inclusive: "
-                     "(lookback - patch_len) // stride + 1", lambda L, P, S: (L - P + 1) // S + 1)])
-    return ("(lookback - patch_len) // stride + 1 patches, also where the stride does not divide the span; "
-            "attention cost falls as its square")
-
-
-# --- exercise 5: the saving of a patch stride, predicted then measured --------------------
+# --- exercise 4: the saving of a patch stride, predicted then measured --------------------
 
 STRIDE_CASE = dict(lookback=336, patch_len=24, strides=(1, 12), heads=4, head_dim=16)
 SAVING_TOLERANCE = 0.05
@@ -242,16 +249,15 @@ def measured_stride_saving() -> tuple[float, list]:
     return sizes[0] / sizes[1], tokens
 
 
-@check("12.4 exercise 5: predict the saving of a patch stride, then measure it", drawn=False)
+@check("12.4 exercise 4: predict the saving of a patch stride, then measure it", drawn=False)
 def stride_saving(fn, draw):
     guess = expect_number(fn(), "a number: how many times cheaper")
     measured, (n1, n12) = measured_stride_saving()
     if guess <= 0:
         raise Hint("return a positive factor: how many times smaller the cost becomes")
     if abs(guess / measured - 1) <= SAVING_TOLERANCE:
-        return (f"the largest tensor, the causal score matrix, shrinks {measured:.1f}-fold from "
-                f"{n1} to {n12} tokens: ({n1} / {n12})^2, within {SAVING_TOLERANCE:.0%} of your "
-                "prediction")
+        return (f"your prediction is within {SAVING_TOLERANCE:.0%} of the measured ratio of the "
+                "largest tensors, the causal score matrices of the two strides")
     if guess < 1 and abs(1 / guess / measured - 1) <= SAVING_TOLERANCE:
         raise Hint("that is the fraction of the cost that is left; return the factor by which it "
                    "falls (greater than 1)")
@@ -261,6 +267,7 @@ def stride_saving(fn, draw):
     if abs(guess / 144 - 1) <= 0.01:
         raise Hint("144 is the S^2 rule, which ignores the patch length: count the tokens of each "
                    "stride with patch_count, then square their ratio")
-    raise Hint(f"your prediction is {times(guess / measured, SAVING_TOLERANCE)} times the measured saving: "
-               "count the "
-               "tokens of each stride, (lookback - patch_len) // stride + 1, and square their ratio")
+    side = "above" if guess > measured else "below"
+    raise Hint(f"your prediction is {side} the measured saving by more than {SAVING_TOLERANCE:.0%}: "
+               "count the tokens of each stride, (lookback - patch_len) // stride + 1, and square "
+               "their ratio")

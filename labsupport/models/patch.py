@@ -28,7 +28,9 @@ class PatchTransformer(Forecaster):
     into the batch (channel independence, shared weights); 3. cut each channel into
     patches and embed them linearly; 4. add the positional encoding and, optionally,
     calendar features; 5. run the encoder, causal by default; 6. map the last token
-    (``head="last"``) or all tokens (``head="flatten"``, as PatchTST) to the horizon;
+    (``head="last"``), all tokens (``head="flatten"``, as PatchTST) or their mean
+    (``head="mean"``: with ``causal=False`` and ``pos_encoding="none"`` the forecast does not
+    depend on the order of the patches, Section 12.3's control) to the horizon;
     7. undo the normalisation.
     Shapes: x (B, L, C) -> (B, T, C), T = horizon.
 
@@ -42,7 +44,7 @@ class PatchTransformer(Forecaster):
     ``time_features=F`` expects ``time (B, L + T, F)``: calendar features of every input
     step and of every step to forecast (the calendar is known in advance). Each token
     gets its patch's mean features, and the head gets the horizon's.
-    With the last-token head the model also reads windows of other lengths
+    With the last-token or the mean head the model also reads windows of other lengths
     ``L = patch_len + k * stride`` (Section 12.3 tests extrapolation), as far as its
     positional encoding allows.
 
@@ -84,8 +86,8 @@ class PatchTransformer(Forecaster):
         if self.lookback < patch_len or (self.lookback - patch_len) % stride:
             raise ValueError(f"lookback {self.lookback} does not split into patches of {patch_len} "
                              f"with stride {stride}: need lookback = {patch_len} + k * {stride}")
-        if head not in ("last", "flatten"):
-            raise ValueError(f"head must be 'last' or 'flatten', got {head!r}")
+        if head not in ("last", "flatten", "mean"):
+            raise ValueError(f"head must be 'last', 'flatten' or 'mean', got {head!r}")
         if d_model % n_heads:
             raise ValueError(f"d_model {d_model} is not divisible by n_heads {n_heads}")
         dropout = check_dropout("dropout", dropout)
@@ -103,7 +105,7 @@ class PatchTransformer(Forecaster):
         self.encoder = TransformerEncoder(d_model, n_heads, n_layers, d_ff, dropout, norm_first=norm_first,
                                           kernel=kernel, position=in_attention, norm=spec["norm"],
                                           activation=spec["activation"], attn_dropout=attn_dropout)
-        width = d_model if head == "last" else self.n_patches * d_model
+        width = self.n_patches * d_model if head == "flatten" else d_model
         self.head = nn.Linear(width, self.horizon)
         if self.time_features:
             self.time_in = nn.Linear(self.time_features, d_model)               # each token's calendar
@@ -138,11 +140,11 @@ class PatchTransformer(Forecaster):
                              "forecasts only from the window, so nothing leaks")
 
     def _check(self, x, time):
-        """The window must be (B, lookback, C); the last-token head also reads other
+        """The window must be (B, lookback, C); the last-token and mean heads also read other
         lengths that split into whole patches. Time features must cover L + T steps."""
         L = x.shape[1] if isinstance(x, torch.Tensor) and x.dim() == 3 else self.lookback
         fits = L >= self.patch_len and (L - self.patch_len) % self.stride == 0
-        self.check_window(x, length=L if fits and self.head_kind == "last" else self.lookback)
+        self.check_window(x, length=L if fits and self.head_kind != "flatten" else self.lookback)
         if self.time_features:
             expected = (x.shape[0], L + self.horizon, self.time_features)
             if not isinstance(time, torch.Tensor) or tuple(time.shape) != expected:
@@ -187,7 +189,8 @@ class PatchTransformer(Forecaster):
         encoded = self.encode(tokens, positions=positions, return_weights=return_weights)
         if return_weights:
             encoded, weights = encoded
-        features = encoded[:, -1] if self.head_kind == "last" else encoded.flatten(1)
+        features = {"last": lambda: encoded[:, -1], "mean": lambda: encoded.mean(1),
+                    "flatten": lambda: encoded.flatten(1)}[self.head_kind]()     # (B*C, width)
         if self.time_features:
             future = time[:, L:].flatten(1)                            # (B, T*F)
             features = features + self.time_out(future).repeat_interleave(C, dim=0)

@@ -59,7 +59,8 @@ class Sizes:
     fused_lengths: tuple[int, ...]        # naive against fused kernels, 4 heads, causal
     final_lengths: tuple[int, ...]        # the last step, one head, causal
     flash_block: int                      # the tiled loop's block size, in elements
-    context_days: tuple[int, ...]         # the context curve (demand and AR(1))
+    context_days: tuple[int, ...]         # the context curve (demand)
+    context_ar1_days: tuple[int, ...]     # the context curve (AR(1))
     context_train_stride: int
     context_max_epochs: int
     context_seeds: int                    # demand
@@ -139,9 +140,9 @@ CPU = Sizes(
     forecaster_train_stride=2,
     forecaster_max_epochs=30,
     forecaster_seeds=3,
-    # 12.3: each forecaster over encoding_seeds, every 3rd training window, early stopping with
+    # 12.3: each forecaster over encoding_seeds, every 4th training window, early stopping with
     # the plateau schedule (tools/experiments/README.md, 12.3)
-    encoding_train_stride=3,
+    encoding_train_stride=4,
     encoding_width=32,
     encoding_lr=2e-3,
     encoding_max_epochs=30,
@@ -155,10 +156,11 @@ CPU = Sizes(
     final_lengths=(4096, 8192, 16384),
     flash_block=256,
     # the context curve with the comparison protocol, every run ended by early stopping (the
-    # plateau schedule, lr 5e-3, patience 2) over every 2nd training window. Runs converged in
-    # 4-16 epochs, so the epoch budget is never reached; about 155 s of training on one core
-    # (tools/experiments/README.md, context_12_4.py)
+    # plateau schedule, lr 5e-3, patience 2) over every 2nd training window, demand to 28 days
+    # and AR(1) to 14. Runs converged in 4-16 epochs, so the epoch budget is never reached;
+    # about 140 s of training on one core (tools/experiments/README.md, context_12_4.py)
     context_days=(1, 7, 14, 28),
+    context_ar1_days=(1, 7, 14),
     context_train_stride=2,
     context_max_epochs=40,
     context_seeds=3,
@@ -202,7 +204,7 @@ GPU_FIXED = MappingProxyType(dict(
     forecaster_train_stride=1,
     forecaster_max_epochs=40,             # early stopping (patience 3) ends it sooner
     forecaster_seeds=3,
-    # 11 small forecasters x 3 seeds, every window, early stopping (the plateau schedule)
+    # 9 small forecasters x 3 seeds, every window, early stopping (the plateau schedule)
     encoding_train_stride=1,
     encoding_width=64,
     encoding_lr=2e-3,
@@ -214,6 +216,7 @@ GPU_FIXED = MappingProxyType(dict(
     # context sets the target hours every context trains on (112 days leave 2012's first
     # 16 weeks out). The budget lies far beyond the 4-16 epochs runs took on the CPU.
     context_days=(1, 7, 14, 28, 56, 112),
+    context_ar1_days=(1, 7, 14, 28, 56, 112),
     context_train_stride=1,
     context_max_epochs=60,
     context_seeds=3,
