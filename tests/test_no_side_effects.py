@@ -207,6 +207,7 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "data.load_ett": lambda: case(D.load_ett, "ETTh1", _ett_root(), False, sha256=None),
     "data.make_windows": lambda: case(D.make_windows, np.arange(40.0).reshape(20, 2), 5, 2, stride=3),
     "data.patchify": lambda: case(D.patchify, t(2, 20), patch_len=4, stride=3),
+    "data.patch_grid": lambda: case(D.patch_grid, 336, 24, 12),
     "data.book_task": lambda: case(D.book_task, train_stride=500, eval_stride=500, calendar=True),
     # train
     "devices.pick_device": lambda: case(Dv.pick_device, "cpu"),
