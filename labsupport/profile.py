@@ -531,7 +531,7 @@ PRESETS["gpu"] = _gpu_settings(CARDS[REFERENCE_CARD])
 # length the cpu profile measures too, without the cpu sweeps' longest, costliest points.
 PRESETS["smoke"] = {
     **PRESETS["cpu"],
-    "bottleneck_hours": (24, 336), "bottleneck_train_stride": 48, "bottleneck_seeds": 2,
+    "bottleneck_hours": (24, 168, 336), "bottleneck_train_stride": 48, "bottleneck_seeds": 2,
     "bottleneck_max_epochs": 2,
     "deep_steps": 10,
     "encoding_train_stride": 16,

@@ -81,6 +81,22 @@ def test_a_claim_that_fails_stops_with_the_claim_and_its_numbers(fresh_claims):
         report.claim("time exponent within 0.05 of 2", False, exponent=torch.tensor(1.91))
 
 
+def test_under_the_smoke_profile_a_claim_that_fails_is_counted_not_raised(fresh_claims, shown, monkeypatch):
+    """The smoke profile trains one epoch of one seed only to see that a notebook runs: a claim
+    about results cannot hold there, so it is counted instead of stopping the notebook."""
+    monkeypatch.setenv("LABSUPPORT_PROFILE", "smoke")
+    report.claim("the ridge beats the naive forecast", True)
+    report.claim("full attention beats the weekly naive", False, seeds=1)
+    assert report.claims_held() == ["the ridge beats the naive forecast"]
+    report.claims_checked(machine="cpu, torch 2.13.0")
+    plain = shown[-1][0]["text/plain"]
+    assert "1 claim of this section held on this machine (cpu, torch 2.13.0); 1 not confirmed at the " \
+        "smoke profile's sizes" in plain
+    monkeypatch.setenv("LABSUPPORT_PROFILE", "cpu")
+    with pytest.raises(report.ClaimNotConfirmed, match="full attention beats the weekly naive"):
+        report.claim("full attention beats the weekly naive", False, seeds=1)
+
+
 def test_a_claim_refuses_what_is_not_a_bool(fresh_claims):
     with pytest.raises(TypeError, match=r"claim 'x': holds must be a bool.*got str 'False'"):
         report.claim("x", "False")
