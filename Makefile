@@ -1,18 +1,42 @@
 # The README's two commands: `make book` and `make test`. Each creates .venv and
-# installs requirements.txt first when needed (python3 >= 3.10 on the PATH); `make test`
-# and `make assignments` add nbgrader (requirements-instructor.txt), `make test`,
-# `make unit` and `make lint` the linter (requirements-dev.txt).
+# installs requirements.txt first when needed (python3 >= 3.10 on the PATH); `make test`,
+# `make lab` and `make assignments` add nbgrader and JupyterLab (requirements-instructor.txt),
+# `make test`, `make unit` and `make lint` the linter (requirements-dev.txt).
+#
+# TORCH=cpu (`make book TORCH=cpu`): torch from PyTorch's CPU wheel index first, then the
+# rest. On Linux, PyPI's torch is the CUDA build, which brings NVIDIA's libraries (several
+# GB) with it, GPU or not; the CPU build satisfies the same pin (2.13.0+cpu is 2.13.0).
+# Without TORCH, plain pip from the configured index: what CI uses.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | cksum | cut -d' ' -f1)
+TORCH  ?=
+TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
+TORCH_PIN := $(shell grep -m1 '^torch==' requirements.txt)
+ifeq ($(TORCH),cpu)
+# --upgrade: a CUDA build already in .venv (2.13.0) is replaced by the CPU one (2.13.0+cpu
+# sorts above it); --extra-index-url keeps the configured index for torch's dependencies.
+# pip only warns when an index cannot be reached, and then takes PyPI's build: the check
+# after it stops there instead.
+TORCH_FIRST := $(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade \
+	--extra-index-url $(TORCH_CPU_INDEX) "$(TORCH_PIN)" \
+	&& $(BIN)/python -c "import sys, torch; sys.exit(torch.version.cuda and 'TORCH=cpu: pip \
+	installed torch ' + torch.__version__ + ', a CUDA build: was $(TORCH_CPU_INDEX) reachable? \
+	(see the warnings above)')"
+else ifeq ($(TORCH),)
+TORCH_FIRST :=
+else
+$(error TORCH=$(TORCH): write TORCH=cpu for the CPU wheel of torch, or leave it out)
+endif
+STAMP  := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | cksum | cut -d' ' -f1)$(TORCH:%=-%)
 GRADER := $(VENV)/.nbgrader-$(shell cat requirements.txt requirements-instructor.txt | cksum | cut -d' ' -f1)
 DEV    := $(VENV)/.dev-$(shell cat requirements.txt requirements-dev.txt | cksum | cut -d' ' -f1)
 
-.PHONY: book test unit lint notebooks student assignments gpu-check clean
+.PHONY: book test unit lint lab notebooks student assignments gpu-check clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
+	$(TORCH_FIRST)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
@@ -48,6 +72,12 @@ test: $(STAMP) $(GRADER) lint
 ## no notebook, book build, browser, nbgrader, wheel or gpu_check), in the same workers
 unit: $(STAMP) lint
 	$(PYTEST) -m "not slow" tests
+
+## Open the notebooks in JupyterLab (pinned in requirements-instructor.txt): LAB_ARGS are
+## passed on (LAB_ARGS="--no-browser --port 8890")
+LAB_ARGS ?=
+lab: $(GRADER)
+	$(BIN)/jupyter lab $(LAB_ARGS) chapters/
 
 ## The linter (ruff, configured in pyproject.toml)
 lint: $(DEV)

@@ -1,6 +1,8 @@
 """Loaded by every pytest run in this repository, a notebook's alone included
 (`pytest chapters/12_1_self_attention.ipynb`): how nbval compares outputs, and how the
 tests are shared between pytest-xdist workers. The tests' fixtures are in tests/conftest.py."""
+import random
+
 import pytest
 from nbval.plugin import IPyNbCell
 
@@ -20,8 +22,8 @@ def _compare_without_progress_bars(self, test, ref, skip_compare=None):
 IPyNbCell.compare_outputs = _compare_without_progress_bars
 
 
-# The slowest groups by their measured length on 2 cores, longest first (README, "How long
-# the tests take"); the rest follow in pytest's order.
+# The slowest groups by their measured length on 2 cores, longest first (docs/testing.md, "How
+# long it takes"); the rest follow in pytest's order.
 LONGEST_FIRST = ("chapters/12_lab", "tests/test_grading.py", "chapters/12_2", "chapters/12_3",
                  "chapters/12_5", "chapters/12_4", "book", "tests/test_gpu_check.py",
                  "tests/test_wheel.py", "tests/test_clients.py", "chapters/12_1")
@@ -52,11 +54,38 @@ def pytest_xdist_make_scheduler(config, log):
     return ByGroup(config, log)
 
 
+def pytest_addoption(parser):
+    parser.addoption("--test-order", default="as-written", metavar="ORDER",
+                     help="as-written (default), reverse, or shuffle:SEED: run the unit tests in another "
+                          "order, to show that none depends on what ran before it (a plain run only; "
+                          "notebook cells always keep theirs)")
+
+
+def _reorder(items, order: str) -> None:
+    """Reverse or shuffle ``items`` in place; a notebook's cells stay together, in order."""
+    if order == "as-written":
+        return
+    blocks = {}
+    for item in items:                                       # a notebook: one block, kept in order
+        key = item.nodeid.split("::")[0] if item.nodeid.split("::")[0].endswith(".ipynb") else item.nodeid
+        blocks.setdefault(key, []).append(item)
+    groups = list(blocks.values())
+    if order == "reverse":
+        groups.reverse()
+    elif order.startswith("shuffle:") and order[len("shuffle:"):].isdigit():
+        random.Random(int(order[len("shuffle:"):])).shuffle(groups)
+    else:
+        raise pytest.UsageError(f"--test-order must be as-written, reverse or shuffle:SEED, got {order!r}")
+    items[:] = [item for group in groups for item in group]
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """Under workers, the longest groups come first in the collection that each reports,
-    which the scheduler hands out in that order; a plain run keeps pytest's order."""
+    which the scheduler hands out in that order; a plain run keeps pytest's order, or takes
+    the one --test-order names."""
     if not hasattr(config, "workerinput"):
+        _reorder(items, config.getoption("--test-order"))
         return
 
     def rank(item):

@@ -5,17 +5,28 @@ imports only from its own layer and the layers below it (tests/test_layering.py 
 table and checks every import, function-level ones included; a package counts as one
 module, ``name/``). To add or move a module, edit its line here.
 
+ERRORS
+A wrong type raises ``TypeError``; a wrong value raises ``ValueError``. A str, None or a bool
+where a number belongs, a float (even 3.0) where an int belongs, a list where a tensor
+belongs: TypeError. A count below its least (0 layers, -1 epochs), NaN or inf where a finite
+number belongs, a shape, a length or a name that does not fit: ValueError. Every message says
+what was checked, what was expected and what arrived, and how to fix it; the checks live in
+`validation` (one function per kind of input), never in a bare ``assert``.
+
 LAYERS
 1. foundation: the standard library, NumPy and torch only
    units              how bytes and seconds read in tables and messages (format_bytes)
+   markdown           the one Markdown table writer and escaping (table, escape, Markdown)
+   byte_models        the bytes attention sweeps hold at their peak, computed (naive_bytes, ...)
    links              where the book lives: links to a section (Colab) or a page (GitHub)
-   randomstate        keeping the caller's random streams (kept_random_state, set_seed)
-   validation         one validator per kind of input, one message style (check_*)
+   randomstate        keeping the caller's random streams (kept_random_state, set_seed, SEED_LIMIT)
+   validation         one validator per kind of input, one message style, one exception policy
+   schedules          learning-rate schedules, epoch -> multiplier (type1, type3, Plateau, warmup_cosine)
    devices            where a computation runs (pick_device); the profiler's log lines muted
    scaling            power-law fits on log-log axes in plain Python (fit_power_law)
    datasets/          the data the package ships: the hourly Victoria electricity series
 2. data, kernels, size presets and the figure style (low: compare draws in its palette)
-   data               the series, loaders with checksums, the temporal split, windows, patches
+   data/              the Series (from and to pandas), loaders with checksums, the split, windows, ETT
    attention/         the attention kernels (one signature), what each declares, KERNELS
    profile            the size presets (cpu, gpu, smoke) every notebook reads
    plots              the book's figure style (Okabe-Ito colours) and log-log fits
@@ -27,7 +38,8 @@ LAYERS
                       sweeps; torch imported only where a record is made (the Sphinx side needs none)
 4. models
    memory             Transformer-XL's segment recurrence and the compressive memory
-   models             the patch forecaster and its baselines (GRU, TCN, DLinear, ridge, naive)
+   models/            the forecasters by family: base (RevIN), recurrent, conv, linear, baselines, patch
+   racers             the lab's race: the patch TCN, every racer by name and width, the sizes
 5. training
    train              the training loop with early stopping, evaluate, predict
 6. printing results (below compare, which prints its tables with report.table)

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from .attention import KERNELS, causal_mask, explicit_attention, get_kernel, kernel_name, kernel_spec
-from .validation import check_dropout, check_positive_int, check_rank
+from .validation import check_bool, check_dropout, check_positive_int, check_rank
 
 _APPLIES_DROPOUT = "'sdpa' or 'naive'"        # exact kernels that drop attention weights themselves
 
@@ -61,6 +61,10 @@ class MultiHeadAttention(nn.Module):
     formed explicitly by its spec's ``explicit`` function: softmax weights for the exact
     kernels, zero outside the band for ``local`` and ``longformer``. An approximate kernel
     (linear, Performer, Linformer) never forms them and raises ``ValueError``.
+
+    A mask does not hide NaN or inf: the kernel refuses non-finite q, k, v by (batch, head,
+    position) (`labsupport.validation.check_attention_inputs`), so a NaN in x is refused
+    rather than spread to every position, the causal past's included.
 
     ``is_causal`` is aligned at the bottom right: the L queries are the last L of the S
     tokens, and query i sees keys j <= i + S - L (`causal_mask(L, S, bottom_right=True)`),
@@ -114,7 +118,7 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"expected x (B, L, {self.d_model}) and context (B, S, {self.d_model}), "
                              f"got {tuple(x.shape)} and {tuple(context.shape)}")
         L, S = x.shape[1], context.shape[1]
-        if is_causal:
+        if check_bool("is_causal", is_causal):
             _check_causal(self.kernel, self.spec)
         if is_causal and L != S:                  # the queries are the newest tokens: bottom-right
             if not self.spec.mask:
@@ -183,8 +187,7 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, *, dropout: float = 0.0, activation: str = "relu"):
         super().__init__()
-        check_positive_int("d_model", d_model)
-        check_positive_int("d_ff", d_ff)
+        d_model, d_ff = check_positive_int("d_model", d_model), check_positive_int("d_ff", d_ff)
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
         self.linear1 = nn.Linear(d_model, d_ff)
@@ -339,7 +342,7 @@ class TransformerEncoder(nn.Module):
     def __init__(self, d_model: int, n_heads: int, n_layers: int, d_ff: int | None = None,
                  dropout: float = 0.0, *, norm_first: bool = True, kernel="sdpa", **block_options):
         super().__init__()
-        check_positive_int("n_layers", n_layers)
+        n_layers = check_positive_int("n_layers", n_layers)
         self.layers = nn.ModuleList(
             TransformerBlock(d_model, n_heads, d_ff, dropout, norm_first=norm_first, kernel=kernel,
                              **block_options) for _ in range(n_layers))

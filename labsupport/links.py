@@ -4,7 +4,7 @@ A notebook is read in the HTML book, JupyterLab, VS Code and Colab. A relative l
 another notebook or page works in some of them only (Colab resolves it against its own
 address), so links between documents are absolute: a section opens in Colab
 (`section_url`), a page of the book on GitHub (`page_url`). The book's build turns every
-such link into a link to its own page (tools/book/repository_links.py), so the HTML book
+such link into a link to its own page (labsupport.sphinx_links), so the HTML book
 stays whole offline. ``REPOSITORY`` and ``BRANCH`` are _config.yml's ``repository``
 settings (a test keeps them equal).
 

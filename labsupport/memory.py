@@ -234,9 +234,9 @@ class SegmentRecurrentEncoder(nn.Module):
                  dropout: float = 0.0, *, mem_len: int, norm_first: bool = True, kernel="sdpa",
                  cmem_len: int = 0, rate: int = 1, compression: str = "pool"):
         super().__init__()
-        check_positive_int("n_heads", n_heads)
-        check_positive_int("n_layers", n_layers)
-        if check_positive_int("d_model", d_model) % n_heads:
+        n_heads, n_layers = check_positive_int("n_heads", n_heads), check_positive_int("n_layers", n_layers)
+        d_model = check_positive_int("d_model", d_model)
+        if d_model % n_heads:
             raise ValueError(f"d_model {d_model} is not divisible by n_heads {n_heads}")
         self.d_model, self.n_layers = d_model, n_layers
         self.mem_len = check_nonnegative_int("mem_len", mem_len)
@@ -317,7 +317,7 @@ def run_segments(encoder: SegmentRecurrentEncoder, x: torch.Tensor, segment_len:
     if x.shape[1] == 0:
         raise ValueError(f"x has no time steps: expected (B, T, d_model) with T >= 1, got shape "
                          f"{tuple(x.shape)}; check the slice that built it")
-    check_positive_int("segment_len", segment_len)
+    segment_len = check_positive_int("segment_len", segment_len)
     outs = []
     for segment in x.split(segment_len, dim=1):                              # (B, <=L, d) each
         out, memory = encoder(segment, memory)

@@ -14,7 +14,9 @@ apply: RoPE's pairing (`RotaryEmbedding`), T5's scaled scores and buckets
 (`RelativePositionBias`), Transformer-XL's feature order (`XLRelativePosition`);
 `interleave_halves` maps the "halves" layouts other code uses onto the pairs used here.
 
-Positions are token indices by default, or any float times (irregular sampling).
+Positions are token indices by default, or any float times (irregular sampling) for the
+encodings defined on real values (sinusoidal, Time2Vec, RoPE, ALiBi); T5's buckets and
+Transformer-XL's table index whole offsets and refuse others rather than round them.
 In attention, key positions default to ``0..S-1`` and query positions to the last
 ``L`` of them, ``S-L..S-1`` (queries are the newest tokens, as with a cache).
 Calendar features of time stamps come from `labsupport.data.time_features` (also importable
@@ -23,13 +25,14 @@ from here).
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import nn
 
 from .attention import causal_mask
 from .data import time_features  # noqa: F401  (re-exported: its old home)
-from .validation import check_positive_int
+from .validation import check_positive_int, check_positive_number
 
 # --- additive encodings ------------------------------------------------------------
 
@@ -38,7 +41,7 @@ def sinusoidal_features(positions: torch.Tensor, d_model: int, base: float = 100
 
     Math: ``PE[p, 2i] = sin(p / base^(2i/d))``, ``PE[p, 2i+1] = cos(p / base^(2i/d))``.
     """
-    check_positive_int("d_model", d_model)
+    d_model, base = check_positive_int("d_model", d_model), check_positive_number("base", base)
     if d_model % 2:
         raise ValueError(f"d_model must be even for sine/cosine pairs, got {d_model}")
     inv_freq = base ** (-torch.arange(0, d_model, 2, device=positions.device, dtype=torch.float64) / d_model)
@@ -53,7 +56,7 @@ def sinusoidal_encoding(length: int, d_model: int, base: float = 10000.0, *, dev
     >>> sinusoidal_encoding(3, 4)[0].tolist()
     [0.0, 1.0, 0.0, 1.0]
     """
-    check_positive_int("length", length)
+    length = check_positive_int("length", length)
     positions = torch.arange(length, device=device, dtype=torch.float64)
     return sinusoidal_features(positions, d_model, base).to(dtype)
 
@@ -63,7 +66,9 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def __init__(self, d_model: int, base: float = 10000.0):
         super().__init__()
-        self.d_model, self.base = d_model, base
+        self.d_model, self.base = check_positive_int("d_model", d_model), check_positive_number("base", base)
+        if self.d_model % 2:
+            raise ValueError(f"d_model must be even for sine/cosine pairs, got {d_model}")
 
     def forward(self, x, positions=None):                  # x (B, L, d_model)
         if positions is None:
@@ -80,8 +85,7 @@ class LearnedPositionalEncoding(nn.Module):
 
     def __init__(self, max_len: int, d_model: int):
         super().__init__()
-        check_positive_int("max_len", max_len)
-        self.max_len = max_len
+        self.max_len = max_len = check_positive_int("max_len", max_len)
         self.table = nn.Parameter(0.02 * torch.randn(max_len, d_model))
 
     def forward(self, x, positions=None):                  # x (B, L, d_model)
@@ -105,7 +109,7 @@ class Time2Vec(nn.Module):
 
     def __init__(self, dim: int):
         super().__init__()
-        check_positive_int("dim", dim)
+        dim = check_positive_int("dim", dim)
         self.frequency = nn.Parameter(torch.randn(dim))
         self.phase = nn.Parameter(torch.randn(dim))
 
@@ -168,6 +172,23 @@ def _offsets(q_pos, k_pos):
     return q_pos[..., :, None] - k_pos[..., None, :]
 
 
+def _whole(offsets: torch.Tensor, owner: str) -> torch.Tensor:
+    """``offsets`` (..., L, S) as whole numbers (long), or raise naming the first that is not
+    whole (to 1e-3: positions computed in floating point keep their whole values)."""
+    if not offsets.is_floating_point():
+        return offsets.long()
+    rounded = offsets.round()
+    off = (offsets - rounded).abs() > 1e-3
+    if bool(off.any()):
+        index = tuple(off.nonzero()[0].tolist())
+        value = offsets[index].item()
+        raise ValueError(f"{owner} reads whole offsets (query position - key position), got the offset "
+                         f"{value:.4g} at index {index} (..., query, key), which would be rounded to "
+                         f"{round(value)}; pass integer positions (token indices), or use rope, alibi, "
+                         "sinusoidal or time2vec for real-valued times")
+    return rounded.long()
+
+
 class RotaryEmbedding(AttentionPosition):
     """RoPE (Su et al., 2021): rotate each pair of query/key coordinates by an angle
     proportional to the token's position, so that ``q_m . k_n`` depends on ``m - n`` only.
@@ -188,7 +209,7 @@ class RotaryEmbedding(AttentionPosition):
 
     def __init__(self, head_dim: int, base: float = 10000.0):
         super().__init__()
-        check_positive_int("head_dim", head_dim)
+        head_dim, base = check_positive_int("head_dim", head_dim), check_positive_number("base", base)
         if head_dim % 2:
             raise ValueError(f"head_dim must be even to rotate pairs, got {head_dim}")
         self.head_dim, self.base = head_dim, base
@@ -221,7 +242,7 @@ def alibi_slopes(n_heads: int, *, dtype=None) -> torch.Tensor:
     >>> alibi_slopes(4).tolist()
     [0.25, 0.0625, 0.015625, 0.00390625]
     """
-    check_positive_int("n_heads", n_heads)
+    n_heads = check_positive_int("n_heads", n_heads)
 
     def geometric(n):
         start = 2.0 ** (-8.0 / n)
@@ -275,8 +296,10 @@ def relative_position_bucket(offset: torch.Tensor, *, bidirectional: bool = Fals
     sign: T5 passes ``key - query``). ``bidirectional=False`` (T5's decoder) gives every
     key after its query (offset < 0) bucket 0, the query's own: for causal attention only.
     ``bidirectional=True`` (T5's encoder) gives keys after the query the upper half.
+    Offsets must be whole numbers (a float offset of 2.7 is refused, not rounded).
     """
-    n = offset.round().long()
+    num_buckets, max_distance = _check_buckets(num_buckets, max_distance, bidirectional)
+    n = _whole(offset, "relative_position_bucket")
     bucket = torch.zeros_like(n)
     if bidirectional:
         num_buckets //= 2
@@ -288,6 +311,30 @@ def relative_position_bucket(offset: torch.Tensor, *, bidirectional: bool = Fals
     log_ratio = torch.log(n.clamp(min=1).double() / exact) / math.log(max_distance / exact)
     large = (exact + (log_ratio * (num_buckets - exact)).long()).clamp(max=num_buckets - 1)
     return bucket + torch.where(n < exact, n, large)
+
+
+def _check_buckets(num_buckets, max_distance, bidirectional: bool) -> tuple[int, int]:
+    """T5's bucket settings as ints, or raise: at least 2 buckets per direction of offset (an
+    exact one and a logarithmic one), and a ``max_distance`` beyond the exact buckets."""
+    least = 4 if bidirectional else 2
+    expected = (f"num_buckets must be an int >= {least} (2 per direction of offset: exact, then "
+                f"logarithmic), got {num_buckets!r}")
+    if not _is_count(num_buckets):
+        raise TypeError(expected)
+    if num_buckets < least:
+        raise ValueError(expected)
+    exact = (num_buckets // 2 if bidirectional else num_buckets) // 2
+    expected = (f"max_distance must be an int > {exact}, the last offset with a bucket of its own "
+                f"(num_buckets {num_buckets}), got {max_distance!r}; T5 uses 128 with 32 buckets")
+    if not _is_count(max_distance):
+        raise TypeError(expected)
+    if max_distance <= exact:
+        raise ValueError(expected)
+    return int(num_buckets), int(max_distance)
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 class RelativePositionBias(AttentionPosition):
@@ -309,12 +356,14 @@ class RelativePositionBias(AttentionPosition):
     def __init__(self, n_heads: int, *, num_buckets: int = 32, max_distance: int = 128,
                  bidirectional: bool = True):
         super().__init__()
+        num_buckets, max_distance = _check_buckets(num_buckets, max_distance, bidirectional)
         self.buckets = dict(num_buckets=num_buckets, max_distance=max_distance, bidirectional=bidirectional)
         self.embedding = nn.Embedding(num_buckets, check_positive_int("n_heads", n_heads))
         nn.init.normal_(self.embedding.weight, std=0.02)
 
     def bias(self, q, k, q_pos, k_pos):
-        buckets = relative_position_bucket(_offsets(q_pos, k_pos), **self.buckets)   # (..., L, S)
+        offsets = _whole(_offsets(q_pos, k_pos), "RelativePositionBias")            # (..., L, S)
+        buckets = relative_position_bucket(offsets, **self.buckets)                 # (..., L, S)
         return self.embedding(buckets).movedim(-1, -3).to(q.dtype)                  # (..., H, L, S)
 
     def check_attention(self, q_pos, k_pos, *, mask=None, is_causal=False):
@@ -361,7 +410,7 @@ class XLRelativePosition(AttentionPosition):
         self.v = nn.Parameter(torch.zeros(n_heads, head_dim))                    # position bias
 
     def bias(self, q, k, q_pos, k_pos):
-        offsets = _offsets(q_pos, k_pos).round().long()                           # (..., L, S)
+        offsets = _whole(_offsets(q_pos, k_pos), "XLRelativePosition")           # (..., L, S)
         if offsets.dim() == 3:                                                    # (B, L, S)
             offsets = offsets[:, None]                                            # (B, 1, L, S)
         low = int(offsets.min())

@@ -40,6 +40,24 @@ ENV_VAR = "LABSUPPORT_PROFILE"
 # what the byte models leave out (activations of other cells, the allocator's rounding).
 MEMORY_FRACTION = 0.6
 
+# The lab's training (the races, the shuffle test's ablations, linear attention, the stretch
+# goals): the same in the cpu and gpu profiles. Seconds of one thread on the 2-core machine
+# (tools/experiments/README.md, the lab's race on day tokens): the day-ahead race about 80, the
+# week-ahead race 120, the ablations 75, linear attention 40, the stretch goals 40.
+LAB_TRAINING = {
+    "lab_train_stride": 2,
+    "lab_max_epochs": 30,                # a budget early stopping ends first (6-14 epochs)
+    "lab_seeds": 3,                      # every network of the race
+    "lab_ablation_seeds": 2,             # the shuffle test's Transformers without encoding or mask
+    "lab_linear_seeds": 2,               # Step 5: linear attention
+    "lab_step_reps": 7,                  # timed training steps per model (batch 128)
+    # the stretch goals (encodings at 28 days, segment recurrence over 28 days): every 4th
+    # training window, 2 seeds; caches of 0 and 7 day tokens per layer
+    "lab_stretch_stride": 4,
+    "lab_stretch_seeds": 2,
+    "lab_xl_memories": (0, 7),
+}
+
 PRESETS = {
     "cpu": {
         # 12.1 self-attention
@@ -103,24 +121,12 @@ PRESETS = {
         # exceeds it (2.1 GB at 2048 tokens)
         "lab_tokens": (64, 128, 256, 512, 1024, 2048),
         "lab_budget": 1.5e9,
-        # the lab's races with the comparison protocol (labsupport.compare): every 2nd
-        # training window, early stopping with the plateau schedule (patience 3); sizes from
-        # tools/experiments/README.md (the lab)
-        "lab_train_stride": 2,
-        "lab_max_epochs": 30,                # a budget early stopping ends first
-        "lab_seeds": 2,                      # every trainable model
-        "lab_width": 16,                     # PatchTransformer 5.7k parameters; every other
-        "lab_pgru_hidden": 24,               # network within about 2x: patch GRU 4.8k,
-        "lab_gru_hidden": 32,                # hourly GRU 4.2k, TCN 2.9k (DLinear: 16k, fixed)
-        "lab_tcn_hidden": 8,
-        "lab_rnn_seeds": 2,
-        "lab_rnn_max_epochs": 3,             # hourly GRU and TCN: the slowest, budget-limited here
-        "lab_long_models": ("PatchTransformer", "DLinear"),   # the week-ahead race
-        "lab_linear_seeds": 2,               # Step 5: linear attention
-        # the stretch goals (encodings at 28 days, segment recurrence over 28 days): every
-        # 4th training window; caches of 0, 7 and 14 day tokens per layer
-        "lab_stretch_stride": 4,
-        "lab_xl_memories": (0, 7, 14),
+        # the lab's races with the comparison protocol (labsupport.compare): every network at
+        # the width of labsupport.racers.SIZES (a sweep on validation), every 2nd training
+        # window, the plateau schedule from lr 2e-3, batch 128, patience 3; every run ends by
+        # early stopping (tools/experiments/README.md, the lab). The same in every profile:
+        # the lab's answer is a set of checked verdicts on these races
+        **LAB_TRAINING,
         # 12.5 efficient attention
         "efficient_lengths": (256, 512, 1024, 2048, 4096),
         "efficient_flash_lengths": (256, 512, 1024, 2048),  # Python tiles: slow
@@ -129,13 +135,13 @@ PRESETS = {
         # the accuracy table (labsupport.compare, tools/experiments/efficient_12_5.py): the small
         # PatchTransformer (one patch per day: 14 tokens) with each kernel, the plateau schedule
         # from lr 5e-3, batch 512, patience 2: every run ends by early stopping (6-18 epochs);
-        # about 150 s of training on one core for 13 runs
+        # about 150 s of training on one core for 13 runs. The same in every profile: the
+        # section's checked verdicts read this table
         "efficient_width": 32,
         "efficient_train_stride": 2,         # every 2nd window (every 3rd: weaker, not cheaper)
         "efficient_max_epochs": 30,          # a safety net: early stopping ends every run sooner
         "efficient_full_seeds": 3,           # full attention (causal): the reference of the lesson
         "efficient_seeds": 2,                # every other kernel, the non-causal reference too
-        "efficient_longformer": False,       # left out: the slowest per epoch after the Performer
         "stream_steps": 150,                 # training steps of the streaming forecaster
         "stream_lengths": (1000, 2000, 4000),   # exact CPU peaks of a stream: every step recorded
     },
@@ -173,28 +179,18 @@ GPU_FIXED = {
     "context_max_epochs": 60,
     "context_seeds": 3,
     "context_ar1_seeds": 3,
-    # the lab: every window, up to 20 epochs (early stopping, patience 3)
-    "lab_train_stride": 1,
-    "lab_max_epochs": 40,                # early stopping (patience 3) ends it sooner
-    "lab_seeds": 3,
-    "lab_width": 32,                     # PatchTransformer 19.6k parameters; patch GRU 16.5k,
-    "lab_pgru_hidden": 48,               # hourly GRU 14.4k, TCN 23.5k
-    "lab_gru_hidden": 64,
-    "lab_tcn_hidden": 24,
-    "lab_rnn_seeds": 3,
-    "lab_rnn_max_epochs": 40,
-    "lab_long_models": ("PatchTransformer", "patch GRU", "GRU", "TCN", "DLinear"),
-    "lab_linear_seeds": 3,
-    "lab_stretch_stride": 1,
-    "lab_xl_memories": (0, 7, 14),
+    # the lab's races and stretch goals as on the CPU: the lab's answer is a set of checked
+    # verdicts on them, which other training could change
+    **LAB_TRAINING,
     # 12.5 efficient attention
     "performer_features": (16, 32, 64, 128, 256, 512, 1024, 2048),
-    "efficient_width": 64,
-    "efficient_train_stride": 1,             # every window, every kernel, 3 seeds each
-    "efficient_max_epochs": 30,              # early stopping (patience 2) ends runs sooner
+    # the accuracy table as on the CPU: its verdicts are checked claims of the text, which a
+    # wider model on every window could change (the ridge, say, might then be beaten)
+    "efficient_width": 32,
+    "efficient_train_stride": 2,
+    "efficient_max_epochs": 30,
     "efficient_full_seeds": 3,
-    "efficient_seeds": 3,
-    "efficient_longformer": True,
+    "efficient_seeds": 2,
     "stream_steps": 600,
     "stream_lengths": (2000, 4000, 8000),   # measured on the CPU, as on a laptop
 }
@@ -536,7 +532,8 @@ PRESETS["smoke"] = {
     "deep_steps": 10,
     "encoding_train_stride": 16,
     "lab_max_epochs": 1, "lab_train_stride": 16, "lab_seeds": 1, "lab_linear_seeds": 1,
-    "lab_rnn_seeds": 1, "lab_rnn_max_epochs": 1, "lab_stretch_stride": 16, "lab_xl_memories": (0, 7),
+    "lab_ablation_seeds": 1, "lab_step_reps": 2, "lab_stretch_stride": 16, "lab_stretch_seeds": 1,
+    "lab_xl_memories": (0, 7),
     # warmup_cosine needs 2 epochs: a warm-up epoch and one more
     "forecaster_max_epochs": 2, "forecaster_train_stride": 16, "forecaster_seeds": 1,
     "heads_epochs": 1, "heads_seeds": 1, "heads_train_stride": 16, "deep_seeds": 1,

@@ -21,6 +21,8 @@ import random
 import numpy as np
 import torch
 
+SEED_LIMIT = 2 ** 32          # NumPy's seeds: 0 <= seed < 2**32 (np.random.seed refuses others)
+
 
 @contextlib.contextmanager
 def kept_random_state():
@@ -41,3 +43,22 @@ def set_seed(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+@contextlib.contextmanager
+def seeded_torch(seed, device: torch.device):
+    """Yield a CPU generator seeded with ``seed`` (e.g. for a batch order); inside, torch's
+    global generators (the CPU's and ``device``'s, where it is a CUDA device) are seeded with
+    ``seed`` too (dropout draws from them), and restored on exit. ``seed=None`` yields None
+    and changes nothing: the caller draws from the global generators."""
+    if seed is None:
+        yield None
+        return
+    cuda = [device.index if device.index is not None else torch.cuda.current_device()] \
+        if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda, device_type="cuda"):
+        torch.random.default_generator.manual_seed(seed)
+        for index in cuda:
+            with torch.cuda.device(index):
+                torch.cuda.manual_seed(seed)
+        yield torch.Generator().manual_seed(seed)

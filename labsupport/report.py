@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import numbers
 import os
-import re
 import textwrap
 
 import numpy as np
 import torch
 
+from .markdown import Markdown as Markdown  # lives in markdown; notebooks import it from here
+from .markdown import escape
+from .markdown import table as markdown_table
 from .profile import ENV_VAR
 from .timing import add_peak_fraction, attention_inputs, dtype_error, dtype_name, sdpa_backend_used
 from .units import format_bytes
@@ -110,7 +112,7 @@ def claims_checked(machine: str | None = None) -> None:
                 f"{len(_UNCONFIRMED)} not confirmed at the smoke profile's sizes, whose results are "
                 "not for reading.")
     items = "\n".join(f"<li>{_html_text(text)}</li>" for text in held)
-    markdown = (f"**{_md_text(line)}**\n\n<details><summary>The claims checked</summary>\n\n"
+    markdown = (f"**{escape(line)}**\n\n<details><summary>The claims checked</summary>\n\n"
                 f"<ol>\n{items}\n</ol>\n\n</details>")
     _show(markdown, "\n".join([line, *(f"{i}. {text}" for i, text in enumerate(held, 1))]))
 
@@ -235,43 +237,13 @@ def table(headers, rows, *, formats=None, caption: str | None = None, notes=()) 
     widths = [max(len(str(h)), *(len(r[j]) for r in cells)) for j, h in enumerate(headers)]
     plain = ["  ".join(f"{h:>{w}}" for h, w in zip(headers, widths))]
     plain += ["  ".join(f"{c:>{w}}" for c, w in zip(r, widths)) for r in cells]
-    markdown = _markdown_table([str(h) for h in headers], cells)
-    _show("\n\n".join([*(["**" + _md_text(caption) + "**"] if caption else []), markdown,
-                        *(_md_text(n) for n in notes)]),
+    markdown = markdown_table([str(h) for h in headers], cells)
+    _show("\n\n".join([*(["**" + escape(caption) + "**"] if caption else []), markdown,
+                        *(escape(n) for n in notes)]),
           "\n".join([*([caption] if caption else []), *plain,
                      *(textwrap.fill(n.plain if isinstance(n, Markdown) else n, NOTE_WIDTH,
                                      subsequent_indent="  ", break_on_hyphens=False)
                        for n in notes)]))
-
-
-class Markdown(str):
-    """A table note written in Markdown (a link, emphasis), shown as written in a notebook;
-    in plain text its links read ``text (url)``.
-
-    >>> Markdown("see [the protocol](https://example.org/p)").plain
-    'see the protocol (https://example.org/p)'
-    """
-
-    @property
-    def plain(self) -> str:
-        return re.sub(r"\[([^\]]*)\]\(([^)]*)\)", r"\1 (\2)", self)
-
-
-def _md_text(text: str) -> str:
-    """``text`` as Markdown that reads as written: HTML, emphasis and table characters escaped
-    (a `Markdown` note is kept as written)."""
-    if isinstance(text, Markdown):
-        return str(text)
-    for char in "\\`*_|[]<>#":
-        text = text.replace(char, "\\" + char)
-    return text
-
-
-def _markdown_table(headers, cells) -> str:
-    """A GitHub-flavoured Markdown table: the first column left-aligned, the others right."""
-    line = lambda values: "| " + " | ".join(_md_text(v) for v in values) + " |"    # noqa: E731
-    rule = "| " + " | ".join([":---", *["---:"] * (len(headers) - 1)]) + " |"
-    return "\n".join([line(headers), rule, *(line(r) for r in cells)])
 
 
 # --- output that renders in every client ----------------------------------------------------------

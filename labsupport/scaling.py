@@ -51,5 +51,8 @@ def _check_finite(name: str, values: list[float]) -> None:
 
 def _check_last(last) -> None:
     """``last`` counts points: an int >= 2 (``xs[-0:]`` would silently be every point)."""
-    if isinstance(last, bool) or not isinstance(last, numbers.Integral) or last < 2:
-        raise ValueError(f"last must be an int >= 2 (a fit needs two points), got {last!r}")
+    expected = f"last must be an int >= 2 (a fit needs two points), got {last!r}"
+    if isinstance(last, bool) or not isinstance(last, numbers.Integral):
+        raise TypeError(expected)
+    if last < 2:
+        raise ValueError(expected)

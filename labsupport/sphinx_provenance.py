@@ -15,7 +15,7 @@ output folder (``<docname>.glue.json``, the file its own ``{glue}`path::key``` r
 a notebook that glued no record reads "not recorded", and the build goes on.
 
 ``provenance_nbval_report`` (a path, default empty): the ``report.json`` that
-tools/ci/nbval_report.py wrote for the executions the book is built from (tools/ci/gpu_check.sh
+tools/ci/nbval_report wrote for the executions the book is built from (tools/ci/gpu_check.sh
 sets it). Each row then also says what nbval's comparison found, and a notebook without
 a record takes its device, versions, profile, time and GPU peak from the report.
 """
@@ -89,13 +89,13 @@ def read_record(env, docname: str) -> dict | None:
 
 
 def read_nbval_report(path: str) -> dict[str, dict]:
-    """tools/ci/nbval_report.py's report.json as {notebook file name: its entry}."""
+    """tools/ci/nbval_report's report.json as {notebook file name: its entry}."""
     try:
         report = json.loads(Path(path).read_text())
         return {entry["notebook"]: entry for entry in report["notebooks"]}
     except (OSError, ValueError, KeyError, TypeError) as err:
         logger.warning(f"provenance: provenance_nbval_report = {path!r} is not a readable "
-                       f"report of tools/ci/nbval_report.py: {err}")
+                       f"report of tools/ci/nbval_report: {err}")
         return {}
 
 

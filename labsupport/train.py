@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import inspect
 import math
-import numbers
 import statistics
 import time
 from contextlib import contextmanager
@@ -26,94 +25,46 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .devices import pick_device
+from .randomstate import seeded_torch
 from .randomstate import set_seed as set_seed  # lives in randomstate; notebooks import it from here
-
-# --- the options' ranges -------------------------------------------------------------------------
-
-def check_count(name: str, value, *, least: int, what: str, why: str = "", optional: bool = False):
-    """``value`` as an int if it is an integer >= ``least`` (never a bool, nor a float such
-    as 3.0), or None when ``optional``; else raise naming ``name``, ``what`` it is and the
-    fix. ``why`` says what a value below ``least`` would do.
-
-    >>> check_count("epochs", 3.0, least=1, what="the epoch budget")
-    Traceback (most recent call last):
-    ...
-    ValueError: epochs must be an int >= 1 (the epoch budget), got the float 3.0; pass epochs=3
-    """
-    if value is None and optional:
-        return None
-    expected = f"{name} must be {'None or ' if optional else ''}an int >= {least} ({what})"
-    if isinstance(value, bool):
-        raise ValueError(f"{expected}, got {value!r}: a bool is not a count; pass e.g. {name}={least}")
-    if isinstance(value, numbers.Integral):
-        if value < least:
-            raise ValueError(f"{expected}, got {int(value)}{'; ' + why if why else ''}")
-        return int(value)
-    if isinstance(value, numbers.Real):
-        whole = math.isfinite(value) and value == int(value) and value >= least
-        fix = f"pass {name}={int(value)}" if whole else f"pass an int >= {least}"
-        raise ValueError(f"{expected}, got the float {value!r}; {fix}")
-    raise TypeError(f"{expected}, got {type(value).__name__} {value!r}")
-
-
-def _check_real(name: str, value, *, what: str, fix: str, positive: bool, optional: bool = False):
-    """``value`` as a float if it is a finite real number, > 0 when ``positive`` (else >= 0),
-    or None when ``optional``; else raise naming ``name``, ``what`` it is and the ``fix``."""
-    if value is None and optional:
-        return None
-    kind = "a positive finite number" if positive else "a finite number >= 0"
-    expected = f"{name} must be {'None or ' if optional else ''}{kind} ({what})"
-    if isinstance(value, bool):
-        raise ValueError(f"{expected}, got {value!r}: a bool is not a number; {fix}")
-    if not isinstance(value, numbers.Real):
-        raise TypeError(f"{expected}, got {type(value).__name__} {value!r}; {fix}")
-    if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        raise ValueError(f"{expected}, got {value!r}; {fix}")
-    return float(value)
-
-
-def check_batch_size(value) -> int:
-    """``value`` as an int if it is a batch size (an int >= 1), else raise naming it."""
-    return check_count("batch_size", value, least=1, what="windows per batch")
-
+from .schedules import SCHEDULES as SCHEDULES  # lives in schedules; fit(schedule=...) reads it
+from .schedules import Plateau, rate, resolve
+from .validation import (
+    NonFiniteError,
+    check_batch_size,
+    check_bool,
+    check_count,
+    check_real,
+    check_text,
+    check_windows,
+    count_windows,
+)
 
 _FIT_CHECKS = {   # fit's keyword options -> the check of one value
     "epochs": lambda v: check_count("epochs", v, least=1, what="the epoch budget"),
-    "lr": lambda v: _check_real("lr", v, positive=True, what="Adam's learning rate", fix="pass e.g. lr=1e-3"),
+    "lr": lambda v: check_real("lr", v, positive=True, what="Adam's learning rate", fix="pass e.g. lr=1e-3"),
     "batch_size": check_batch_size,
     "patience": lambda v: check_count(
         "patience", v, least=1, what="epochs without a better validation loss before stopping",
         why="patience=0 would stop after one epoch and call it converged; pass e.g. patience=3, or "
             "patience=epochs for a fixed budget"),
-    "weight_decay": lambda v: _check_real("weight_decay", v, positive=False, what="Adam's L2 penalty",
+    "weight_decay": lambda v: check_real("weight_decay", v, positive=False, what="Adam's L2 penalty",
                                           fix="pass weight_decay=0.0 for none"),
-    "clip": lambda v: _check_real(
+    "clip": lambda v: check_real(
         "clip", v, positive=True, optional=True, what="the largest gradient norm",
         fix="a negative clip would ascend the gradient and 0 would freeze training: pass e.g. clip=1.0, "
             "or clip=None for no clipping"),
     "device": lambda v: v,                               # pick_device names a bad one
     "seed": lambda v: check_count("seed", v, least=0, optional=True,
                                    what="the seed of batch order and dropout"),
-    "max_seconds": lambda v: _check_real(
+    "max_seconds": lambda v: check_real(
         "max_seconds", v, positive=True, optional=True, what="a time budget in seconds",
         fix="NaN or 0 would never or always stop: pass e.g. max_seconds=600, or max_seconds=None for no "
             "limit"),
-    "progress": lambda v: _check_flag("progress", v),
-    "desc": lambda v: _check_text("desc", v),
-    "schedule": lambda v: _schedule(v),
+    "progress": lambda v: check_bool("progress", v),
+    "desc": lambda v: check_text("desc", v, optional=True),
+    "schedule": lambda v: resolve(v),
 }
-
-
-def _check_flag(name: str, value) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
-    return value
-
-
-def _check_text(name: str, value):
-    if value is not None and not isinstance(value, str):
-        raise TypeError(f"{name} must be None or a str, got {type(value).__name__} {value!r}")
-    return value
 
 
 def check_fit_options(**options) -> dict:
@@ -129,22 +80,10 @@ def check_fit_options(**options) -> dict:
     if "schedule" in options and "epochs" in options:
         lr = checked.get("lr", _FIT_DEFAULTS["lr"])
         for epoch in range(checked["epochs"]):
-            _rate(lr, checked["schedule"], epoch)
+            rate(lr, checked["schedule"], epoch)
     if "schedule" in options:
         checked["schedule"] = options["schedule"]          # as given: None, a name or the callable
     return checked
-
-
-def _is_inputs(inputs) -> bool:
-    """A tensor, or a tuple of tensors (or None) passed to the model positionally."""
-    if isinstance(inputs, torch.Tensor):
-        return True
-    return (isinstance(inputs, tuple) and isinstance(inputs[0], torch.Tensor)
-            and all(t is None or isinstance(t, torch.Tensor) for t in inputs))
-
-
-def _count(inputs) -> int:
-    return len(inputs if isinstance(inputs, torch.Tensor) else inputs[0])
 
 
 def _take(inputs, idx, device) -> tuple:
@@ -152,114 +91,6 @@ def _take(inputs, idx, device) -> tuple:
     if isinstance(inputs, torch.Tensor):
         return (inputs[idx].to(device),)
     return tuple(None if t is None else t[idx].to(device) for t in inputs)
-
-
-def _check_pair(name: str, pair):
-    if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and _is_inputs(pair[0])
-            and isinstance(pair[1], torch.Tensor)):
-        raise TypeError(f"{name} must be an (inputs, targets) pair of tensors, got {type(pair).__name__}")
-    inputs, targets = pair
-    if _count(inputs) != len(targets) or len(targets) == 0:
-        raise ValueError(f"{name}: {_count(inputs)} inputs and {len(targets)} targets; "
-                         "expected the same, non-zero number of windows")
-    return inputs, targets
-
-
-def check_windows(name: str, pair) -> tuple:
-    """``(inputs, targets)`` if ``pair`` holds tensors with as many windows each, all finite;
-    else raise naming ``name`` (e.g. "test") and the first window that holds NaN or inf."""
-    inputs, targets = _check_pair(name, pair)
-    _check_finite(name, inputs, targets)
-    return inputs, targets
-
-
-def _check_finite(name: str, inputs, targets) -> None:
-    """Raise naming the tensor and its first window that holds NaN or inf."""
-    tensors = {f"{name} inputs": inputs} if isinstance(inputs, torch.Tensor) else \
-        {f"{name} inputs[{i}]": t for i, t in enumerate(inputs) if t is not None}
-    tensors[f"{name} targets"] = targets
-    for label, t in tensors.items():
-        if not t.is_floating_point():
-            continue
-        bad = ~torch.isfinite(t.reshape(len(t), -1)).all(dim=1)          # (N,): window holds NaN/inf
-        if bad.any():
-            first = int(bad.nonzero()[0])
-            raise ValueError(f"{label} hold NaN or inf values in {int(bad.sum())} window(s), first in "
-                             f"window {first} of {len(t)}; drop or fill them before training, e.g. "
-                             "keep = torch.isfinite(x).flatten(1).all(1) & "
-                             "torch.isfinite(y).flatten(1).all(1)")
-
-
-def _constant(epoch: int) -> float:
-    return 1.0
-
-
-def _type1(epoch: int) -> float:
-    """LTSF-Linear's (DLinear's) ``type1``: lr for two epochs, then halved every epoch."""
-    return 0.5 ** max(0, epoch - 1)
-
-
-def _type3(epoch: int) -> float:
-    """PatchTST's ``type3``: lr for four epochs, then x0.9 every epoch."""
-    return 0.9 ** max(0, epoch - 3)
-
-
-# epoch (from 0) -> multiplier of lr. The official scripts call adjust_learning_rate(epoch + 1)
-# after each epoch, so epoch e trains at the rate those functions give for e (e >= 1) and at
-# lr for e = 0: type1 lr * 0.5 ** max(0, e - 1), type3 lr * 0.9 ** max(0, e - 3).
-@dataclass(frozen=True)
-class Plateau:
-    """Lower the learning rate when validation stops improving: after every epoch whose
-    validation loss is no better than the best so far, the rate is multiplied by ``factor``
-    (PyTorch's ``ReduceLROnPlateau`` with patience 0), after ``warmup`` epochs of a linear
-    ramp. With `fit`'s early stopping (``patience`` p) a run then stops after p epochs
-    without improvement with its rate cut p times: it ends annealed *and* by early
-    stopping, so a short budget is not what ends it.
-
-    Math: ``lr_e = lr * w(e) * factor ** n_e``, ``n_e`` the epochs before e that did not
-    improve, ``w(e) = (e + 1) / (warmup + 1)`` for e < warmup, else 1.
-
-    >>> Plateau(warmup=1)(0), Plateau(warmup=1)(3)          # the ramp; fit applies the cuts
-    (0.5, 1.0)
-    """
-
-    factor: float = 0.5
-    warmup: int = 0
-
-    def __post_init__(self):
-        if isinstance(self.factor, bool) or not isinstance(self.factor, (int, float)) \
-                or not 0 < self.factor < 1:
-            raise ValueError(f"Plateau factor must be a number in (0, 1), got {self.factor!r}; "
-                             "0.5 halves the rate after an epoch without improvement")
-        if isinstance(self.warmup, bool) or not isinstance(self.warmup, int) or self.warmup < 0:
-            raise ValueError(f"Plateau warmup must be an int >= 0 (epochs), got {self.warmup!r}")
-
-    def __call__(self, epoch: int) -> float:
-        return (epoch + 1) / (self.warmup + 1) if epoch < self.warmup else 1.0
-
-
-SCHEDULES = {"constant": _constant, "type1": _type1, "type3": _type3, "plateau": Plateau()}
-_SCHEDULE_HELP = ("schedule must be None, 'constant', 'type1', 'type3', 'plateau', a Plateau(...) or a "
-                  "callable epoch -> multiplier")
-
-
-def _schedule(schedule):
-    if schedule is None:
-        return _constant
-    if isinstance(schedule, str):
-        if schedule not in SCHEDULES:
-            raise ValueError(f"{_SCHEDULE_HELP}, got {schedule!r}")
-        return SCHEDULES[schedule]
-    if not callable(schedule):
-        raise TypeError(f"{_SCHEDULE_HELP}, got {type(schedule).__name__} {schedule!r}")
-    return schedule
-
-
-def _rate(lr: float, multiplier, epoch: int) -> float:
-    factor = multiplier(epoch)
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor < float("inf"):
-        raise ValueError(f"schedule({epoch}) returned {factor!r}; expected a multiplier > 0 of lr")
-    return lr * factor
 
 
 STOP_REASONS = {
@@ -331,25 +162,8 @@ def predict(model, inputs, *, batch_size: int = 1024, device=None) -> torch.Tens
     device = pick_device(device)
     if isinstance(model, nn.Module):
         model.eval().to(device)
-    outs = [model(*_take(inputs, idx, device)).cpu() for idx in _batches(_count(inputs), batch_size)]
+    outs = [model(*_take(inputs, idx, device)).cpu() for idx in _batches(count_windows(inputs), batch_size)]
     return torch.cat(outs)
-
-
-@contextmanager
-def _seeded(seed, device: torch.device):
-    """Yield the batch-order generator. With a seed, torch's generators for dropout (the
-    CPU's and the CUDA device's trained on) are seeded inside and restored on exit."""
-    if seed is None:
-        yield None
-        return
-    cuda = [device.index if device.index is not None else torch.cuda.current_device()] \
-        if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=cuda, device_type="cuda"):
-        torch.random.default_generator.manual_seed(seed)
-        for index in cuda:
-            with torch.cuda.device(index):
-                torch.cuda.manual_seed(seed)
-        yield torch.Generator().manual_seed(seed)
 
 
 def _train_epoch(model, optimiser, train, batches, device, clip, epoch: int) -> float:
@@ -359,7 +173,9 @@ def _train_epoch(model, optimiser, train, batches, device, clip, epoch: int) -> 
     x_train, y_train = train
     total = 0.0
     for i, idx in enumerate(batches):
-        forecast, target = model(*_take(x_train, idx, device)), y_train[idx].to(device)
+        with _diverged_inside(f"epoch {epoch + 1}, batch {i + 1} of {len(batches)}"):
+            forecast = model(*_take(x_train, idx, device))
+        target = y_train[idx].to(device)
         if i == 0 and forecast.shape != target.shape:
             raise ValueError(f"forecast shape {tuple(forecast.shape)} != target shape {tuple(target.shape)}: "
                              "the model must forecast exactly the targets (B, T, C); check its horizon "
@@ -376,6 +192,17 @@ def _train_epoch(model, optimiser, train, batches, device, clip, epoch: int) -> 
         optimiser.step()
         total += value * len(idx)
     return total / len(y_train)
+
+
+@contextmanager
+def _diverged_inside(when: str):
+    """A kernel's `NonFiniteError` met inside the model, as a diverged run's FloatingPointError:
+    the data were checked finite, so NaN or inf activations come from the weights."""
+    try:
+        yield
+    except NonFiniteError as err:
+        raise FloatingPointError(f"the model's forward pass met {err.value} in {err.name} at {err.where} "
+                                 f"({when})") from err
 
 
 def _stop_reason(waited: int, patience: int, started: float, max_seconds) -> str:
@@ -420,16 +247,18 @@ def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, bat
     ``max_seconds`` None or > 0 and finite; ``seed`` None or an int >= 0; never a bool for a
     number nor a float for an int.
     """
-    check_fit_options(epochs=epochs, lr=lr, batch_size=batch_size, patience=patience,
-                      weight_decay=weight_decay, clip=clip, seed=seed, max_seconds=max_seconds,
-                      progress=progress, desc=desc, schedule=schedule)
+    checked = check_fit_options(epochs=epochs, lr=lr, batch_size=batch_size, patience=patience,
+                                weight_decay=weight_decay, clip=clip, seed=seed, max_seconds=max_seconds,
+                                progress=progress, desc=desc, schedule=schedule)
+    epochs, lr, batch_size, patience, weight_decay, clip, seed, max_seconds = (checked[name] for name in (
+        "epochs", "lr", "batch_size", "patience", "weight_decay", "clip", "seed", "max_seconds"))
     x_train, y_train = check_windows("train", train)
     x_val, y_val = check_windows("val", val)
     if y_val.shape[1:] != y_train.shape[1:]:
         raise ValueError(f"val targets are (N, {', '.join(map(str, y_val.shape[1:]))}) but train targets "
                          f"(N, {', '.join(map(str, y_train.shape[1:]))}); make both with the same horizon "
                          "and channels")
-    multiplier = _schedule(schedule)
+    multiplier = resolve(schedule)
     device = pick_device(device)
     model.to(device)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
@@ -437,21 +266,22 @@ def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, bat
     cut = 1.0                                # Plateau: the product of its cuts so far
     bar = tqdm(range(epochs), desc=desc or type(model).__name__, leave=False, disable=not progress)
     try:
-        with _seeded(seed, device) as generator:
+        with seeded_torch(seed, device) as generator:
             for epoch in bar:
-                rate = _rate(lr, multiplier, epoch) * cut
+                epoch_lr = rate(lr, multiplier, epoch) * cut
                 for group in optimiser.param_groups:
-                    group["lr"] = rate
+                    group["lr"] = epoch_lr
                 t0 = time.perf_counter()
                 batches = _shuffled(len(y_train), batch_size, generator)
                 train_loss = _train_epoch(model, optimiser, (x_train, y_train), batches, device, clip, epoch)
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
                 seconds = time.perf_counter() - t0
-                val_loss = F.mse_loss(predict(model, x_val, device=device), y_val).item()
+                with _diverged_inside(f"validation after epoch {epoch + 1}"):
+                    val_loss = F.mse_loss(predict(model, x_val, device=device), y_val).item()
                 if not math.isfinite(val_loss):
                     raise FloatingPointError(f"validation loss is {val_loss} after epoch {epoch + 1}")
-                history.learning_rates.append(rate)
+                history.learning_rates.append(epoch_lr)
                 history.epoch_seconds.append(seconds)
                 history.train_loss.append(train_loss)
                 history.val_loss.append(val_loss)
@@ -503,12 +333,13 @@ class Metrics:
     mse_orig: float | None = None
     mae_orig: float | None = None
     unit: str = ""
+    nonfinite: str = ""       # which windows a NaN or inf forecast covers ('' when none)
 
     def __str__(self) -> str:
         text = f"MSE {self.mse:.4f}, MAE {self.mae:.4f} (scaled)"
         if self.mse_orig is not None:
             text += f"; MSE {self.mse_orig:,.0f} {self.unit}^2, MAE {self.mae_orig:,.1f} {self.unit}"
-        return text
+        return text + (f"; {self.nonfinite}" if self.nonfinite else "")
 
 
 def evaluate(model, data, *, scaler=None, channels=None, unit: str = "MW", batch_size: int = 1024,
@@ -518,14 +349,27 @@ def evaluate(model, data, *, scaler=None, channels=None, unit: str = "MW", batch
     MSE and MAE are computed on the scaled values (as the forecasting literature
     reports them) and, given the fitted ``scaler``, in the original unit; ``channels``
     picks the scaler's statistics for the target channels (e.g. ``[0]`` for demand).
+    ``data`` must be finite (the first window with NaN or inf is named); a forecast that is
+    not gives NaN or inf metrics, and ``nonfinite`` says on which windows. A module is
+    scored in eval mode and left in the mode it came in.
     """
     forecast, targets = _forecast(model, data, batch_size, device)
     error = forecast - targets
-    metrics = {"mse": error.pow(2).mean().item(), "mae": error.abs().mean().item()}
+    metrics = {"mse": error.pow(2).mean().item(), "mae": error.abs().mean().item(),
+               "nonfinite": _nonfinite_windows(forecast)}
     if scaler is not None:
         orig = scaler.inverse_transform(forecast, channels) - scaler.inverse_transform(targets, channels)
         metrics.update(mse_orig=orig.pow(2).mean().item(), mae_orig=orig.abs().mean().item(), unit=unit)
     return Metrics(**metrics)
+
+
+def _nonfinite_windows(forecast) -> str:
+    """'NaN or inf forecast on 2 of 37 windows, first window 4', or '' when all is finite."""
+    bad = ~torch.isfinite(forecast.reshape(len(forecast), -1)).all(dim=1)         # (N,)
+    if not bool(bad.any()):
+        return ""
+    return (f"NaN or inf forecast on {int(bad.sum())} of {len(bad)} windows, first window "
+            f"{int(bad.nonzero()[0])}")
 
 
 def window_errors(model, data, *, scaler=None, channels=None, batch_size: int = 1024,
@@ -548,9 +392,16 @@ def window_errors(model, data, *, scaler=None, channels=None, batch_size: int = 
 
 
 def _forecast(model, data, batch_size, device) -> tuple:
-    """(forecast, targets) on ``data``, refused unless the forecast has the targets' shape."""
-    inputs, targets = _check_pair("data", data)
-    forecast = predict(model, inputs, batch_size=batch_size, device=device)
+    """(forecast, targets) on ``data`` (finite, its windows checked by name), refused unless the
+    forecast has the targets' shape. A module is scored in eval mode and given back in the
+    mode it came in."""
+    inputs, targets = check_windows("data", data, when="scoring")
+    modes = {m: m.training for m in model.modules()} if isinstance(model, nn.Module) else {}
+    try:
+        forecast = predict(model, inputs, batch_size=batch_size, device=device)
+    finally:
+        for module, training in modes.items():
+            module.training = training
     if forecast.shape != targets.shape:
         raise ValueError(f"forecast shape {tuple(forecast.shape)} != target shape {tuple(targets.shape)}: "
                          "the model must forecast exactly the targets (N, T, C); check its horizon and "

@@ -4,6 +4,7 @@ functions, imported by name (``from helpers import qkv, tol``)."""
 from __future__ import annotations
 
 import hashlib
+import numbers
 import subprocess
 import sys
 from functools import lru_cache
@@ -14,6 +15,18 @@ import torch
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def policy_error(value, *, integer: bool = False) -> type:
+    """The exception the package's policy (labsupport/__init__.py, ERRORS) names for ``value``,
+    refused where a number belongs (an int, with ``integer``): ``TypeError`` when its type is
+    wrong (a bool, a str, None, a float where an int belongs), else ``ValueError`` (the right
+    type out of range: 0, -1, NaN, inf)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        return TypeError
+    if integer and not isinstance(value, numbers.Integral):
+        return TypeError
+    return ValueError
 
 
 def tol(dtype) -> dict:
@@ -45,6 +58,15 @@ def reference(q, k, v, allowed=None):
     if allowed is not None:
         scores = scores.masked_fill(~allowed, float("-inf"))
     return torch.einsum("...ls,...sd->...ld", scores.softmax(-1), v)          # (..., L, Dv)
+
+
+def seeded(build, seed: int = 0):
+    """``build()`` with torch's random state set to ``seed`` and then restored: a module with
+    random weights built at import time (a test table's entry) is then the same whatever was
+    imported or run before it."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return build()
 
 
 def toc_files() -> list[str]:

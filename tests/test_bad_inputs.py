@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import qkv
+from helpers import policy_error, qkv
 from labsupport.attention import (
     KERNELS,
     flash_attention,
@@ -37,7 +37,7 @@ def vic():
     return load_vic_elec()
 
 
-# --- item 3: a Standardizer refuses data with another number of channels ------------------
+# --- a Standardizer refuses data with another number of channels -------------------------
 
 def test_standardizer_refuses_another_number_of_channels():
     scaler = Standardizer().fit(np.random.default_rng(0).normal(size=(50, 2)))
@@ -61,7 +61,7 @@ def test_evaluate_refuses_a_scaler_of_another_width():
         evaluate(lambda inputs: inputs[:, -3:], (x, y), scaler=scaler)
 
 
-# --- item 4: temporal_split returns parts of its own ------------------------------------
+# --- temporal_split returns parts of its own -------------------------------------------
 
 def test_scaling_one_part_in_place_changes_neither_the_others_nor_the_series(vic):
     before = vic.values.copy()
@@ -75,7 +75,7 @@ def test_scaling_one_part_in_place_changes_neither_the_others_nor_the_series(vic
     assert not np.shares_memory(test.values, vic.values)
 
 
-# --- item 7: load_csv and Series -------------------------------------------------------
+# --- load_csv and Series --------------------------------------------------------------
 
 def _write(tmp_path, text):
     path = tmp_path / "tiny.csv"
@@ -130,7 +130,7 @@ def test_series_refuses_unsorted_or_repeated_timestamps():
         Series(t[[0, 2, 1]], np.zeros((3, 2)), ("a", "a"))
 
 
-# --- item 9: a constant training column, a NaN ------------------------------------------
+# --- a constant training column, a NaN -------------------------------------------------
 
 def test_standardizer_centres_a_constant_column_instead_of_dividing_by_eps():
     train = np.stack([np.arange(10.0), np.zeros(10)], axis=1)                 # channel 1 is constant
@@ -187,7 +187,7 @@ def test_numpy_integer_sizes_are_sizes():
     assert x.shape == (14, 5, 1) and patchify(np.arange(12.0), n(4)).shape == (3, 4)
     with pytest.raises(ValueError, match="lookback must be a positive int, got 0"):
         make_windows(np.arange(20.0), n(0), 2)
-    with pytest.raises(ValueError, match="patch_len must be a positive int, got True"):
+    with pytest.raises(TypeError, match="patch_len must be a positive int, got True"):
         patchify(np.arange(12.0), True)
 
 
@@ -228,10 +228,64 @@ def test_dropout_p_outside_zero_one_is_refused(kernel):
     """One validator for every dropout rate (validation.check_dropout): 1.0 would drop every weight."""
     q, k, v = qkv(4)
     for p in (-0.1, 1.0, 1.5, float("nan"), True):
-        with pytest.raises(ValueError, match=rf"dropout_p must be a number in \[0, 1\), got {p}"):
+        with pytest.raises(policy_error(p), match=rf"dropout_p must be a number in \[0, 1\), got {p}"):
             kernel(q, k, v, dropout_p=p)
     with pytest.raises(ValueError, match=r"dropout must be a number in \[0, 1\), got -0.1"):
         MultiHeadAttention(8, 2, dropout=-0.1)
+
+
+# --- non-finite values: a mask does not hide them, so every kernel refuses them by position ----------
+
+def _kernels_with_linformer():
+    from labsupport.attention import LinformerAttention
+    torch.manual_seed(0)
+    return {**KERNELS, "linformer": LinformerAttention(seq_len=6, k=3)}
+
+
+@pytest.mark.parametrize("name", sorted([*KERNELS, "linformer"]))
+@pytest.mark.parametrize("where, value", [("q", float("nan")), ("k", float("inf")), ("v", float("nan")),
+                                          ("v", float("-inf"))])
+def test_every_kernel_refuses_a_non_finite_input_naming_its_position(name, where, value):
+    """A NaN in a value row that a mask hides once turned every output NaN (0 x NaN = NaN), the
+    causal past's included; every kernel refuses it instead, by tensor and position."""
+    q, k, v = (t.clone() for t in qkv(6))
+    {"q": q, "k": k, "v": v}[where][1, 2, 4, 3] = value
+    kernel = _kernels_with_linformer()[name]
+    with pytest.raises(ValueError, match=rf"^{where} holds {value} at \(1, 2, 4, :\) \(batch, head, "
+                                         rf"position, :\) of {where} \(2, 3, 6, \d\): attention needs "
+                                         r"finite q, k and v, since a mask does not hide NaN or inf: "
+                                         r".*torch.nan_to_num"):
+        kernel(q, k, v)
+
+
+@pytest.mark.parametrize("name", ["naive", "sdpa", "flash", "local", "longformer", "linear", "performer"])
+def test_nan_after_t_never_silently_changes_a_causal_output_up_to_t(name):
+    """The causal property with NaN as the change: outputs up to t stay as they were, or the
+    call is refused; never a NaN in the past."""
+    q, k, v = qkv(8)
+    before = KERNELS[name](q, k, v, is_causal=True)
+    for t in range(7):
+        changed = [x.clone() for x in (q, k, v)]
+        for x in changed:
+            x[..., t + 1:, :] = float("nan")
+        try:
+            after = KERNELS[name](*changed, is_causal=True)
+        except ValueError as err:
+            assert "holds nan at" in str(err)
+            continue
+        torch.testing.assert_close(after[..., :t + 1, :], before[..., :t + 1, :])
+
+
+def test_a_transformer_block_refuses_nan_rather_than_let_the_past_read_it():
+    """In a causal block a NaN at position 4 once made positions 0-3 NaN too: a causal model
+    that looked as if it read the future."""
+    from labsupport.layers import TransformerBlock
+    torch.manual_seed(0)
+    block = TransformerBlock(8, 2, 16).eval()
+    x = torch.randn(1, 6, 8)
+    x[0, 4, 0] = float("nan")
+    with pytest.raises(ValueError, match=r"^q holds nan at \(0, 0, 4, :\) \(batch, head, position, :\)"):
+        block(x, is_causal=True)
 
 
 def test_global_tokens_as_a_bool_mask_is_refused():
@@ -310,7 +364,8 @@ BAD_INTS = [0, -1, 2.0, True, float("nan"), float("inf"), "3"]
 @pytest.mark.parametrize("arg", ["lookback", "horizon", "stride"])
 def test_make_windows_names_a_bad_size(arg, value):
     sizes = dict(lookback=3, horizon=2, stride=1) | {arg: value}
-    with pytest.raises(ValueError, match=rf"{arg} must be a positive int, got {re.escape(repr(value))}"):
+    message = rf"{arg} must be a positive int, got {re.escape(repr(value))}"
+    with pytest.raises(policy_error(value, integer=True), match=message):
         make_windows(np.arange(20.0), **sizes)
 
 
@@ -318,7 +373,8 @@ def test_make_windows_names_a_bad_size(arg, value):
 @pytest.mark.parametrize("arg", ["patch_len", "stride"])
 def test_patchify_names_a_bad_size(arg, value):
     sizes = dict(patch_len=4, stride=2) | {arg: value}
-    with pytest.raises(ValueError, match=rf"{arg} must be a positive int, got {re.escape(repr(value))}"):
+    message = rf"{arg} must be a positive int, got {re.escape(repr(value))}"
+    with pytest.raises(policy_error(value, integer=True), match=message):
         patchify(np.arange(12.0), **sizes)
 
 
@@ -326,11 +382,12 @@ def test_patchify_names_a_bad_size(arg, value):
 def test_temporal_split_and_load_ett_name_a_bad_context(vic, tmp_path, value):
     from labsupport.data import ett_borders, load_ett
     message = rf"context must be an int >= 0, got {re.escape(repr(value))}"
-    with pytest.raises(ValueError, match=message):
+    error = policy_error(value, integer=True)
+    with pytest.raises(error, match=message):
         temporal_split(vic, context=value)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=message):
         ett_borders("ETTh1", context=value)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=message):
         load_ett("ETTh1", tmp_path, download=False, context=value)
 
 
@@ -342,7 +399,8 @@ def test_load_ett_refuses_a_download_flag_that_is_not_a_bool(tmp_path):
 
 @pytest.mark.parametrize("eps", [0, -1e-8, float("nan"), float("inf"), True, "1e-8", None])
 def test_standardizer_names_a_bad_eps(eps):
-    with pytest.raises(ValueError, match=rf"eps must be a finite number > 0, got {re.escape(repr(eps))}"):
+    message = rf"eps must be a finite number > 0, got {re.escape(repr(eps))}"
+    with pytest.raises(policy_error(eps), match=message):
         Standardizer(eps=eps)
 
 
@@ -455,7 +513,8 @@ def _cases(options, values, common=()):
 @pytest.mark.parametrize("cls, arg, value", _cases(INT_OPTIONS, [0, -2, 2.0, True, float("nan"), "8"],
                                                    common=("lookback", "horizon", "channels")))
 def test_every_size_of_every_forecaster_is_a_positive_int(cls, arg, value):
-    with pytest.raises(ValueError, match=rf"{arg} must be a positive int, got {re.escape(repr(value))}"):
+    message = rf"{arg} must be a positive int, got {re.escape(repr(value))}"
+    with pytest.raises(policy_error(value, integer=True), match=message):
         FORECASTERS[cls](**(SIZES | {arg: value}))
 
 
@@ -469,14 +528,16 @@ def test_every_flag_of_every_forecaster_is_a_bool(cls, arg, value):
 
 @pytest.mark.parametrize("cls, arg, value", _cases(DROPOUT_OPTIONS, [-0.1, 1.0, float("nan"), True, "0.1"]))
 def test_every_dropout_is_a_rate_in_zero_one(cls, arg, value):
-    with pytest.raises(ValueError, match=rf"{arg} must be a number in \[0, 1\), "
+    with pytest.raises(policy_error(value), match=rf"{arg} must be a number in \[0, 1\), "
                                          rf"got {re.escape(repr(value))}"):
         FORECASTERS[cls](**(SIZES | {arg: value}))
 
 
-@pytest.mark.parametrize("penalties", [[float("nan")], [1.0, float("inf")], [-1.0], [True], ["1"], []])
-def test_ridge_refuses_a_penalty_that_would_make_every_forecast_nan(penalties):
-    with pytest.raises(ValueError, match=rf"penalties must be a non-empty sequence of finite numbers >= 0, "
+@pytest.mark.parametrize("penalties, error", [([float("nan")], ValueError), ([1.0, float("inf")], ValueError),
+                                              ([-1.0], ValueError), ([True], TypeError), (["1"], TypeError),
+                                              ([], ValueError)])
+def test_ridge_refuses_a_penalty_that_would_make_every_forecast_nan(penalties, error):
+    with pytest.raises(error, match=rf"penalties must be a non-empty sequence of finite numbers >= 0, "
                                          rf"got {re.escape(repr(tuple(penalties)))}"):
         RidgeForecaster(**SIZES, penalties=penalties)
 
@@ -496,9 +557,9 @@ def test_ridge_takes_numpy_penalties():
 @pytest.mark.parametrize("eps", [0.0, -1e-5, float("nan"), float("inf"), True])
 def test_ridge_and_instance_norm_refuse_an_eps_that_divides_by_zero(eps):
     message = rf"eps must be a finite number > 0, got {re.escape(repr(eps))}"
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(policy_error(eps), match=message):
         RidgeForecaster(**SIZES, eps=eps)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(policy_error(eps), match=message):
         InstanceNorm(3, eps=eps)
 
 
@@ -511,7 +572,8 @@ def test_instance_norm_names_bad_channels_and_affine():
 
 @pytest.mark.parametrize("value", [-1, 2.5, True, float("nan")])
 def test_patch_transformer_time_features_is_a_count(value):
-    with pytest.raises(ValueError, match=rf"time_features must be an int >= 0, got {re.escape(repr(value))}"):
+    message = rf"time_features must be an int >= 0, got {re.escape(repr(value))}"
+    with pytest.raises(policy_error(value, integer=True), match=message):
         PatchTransformer(**SIZES, time_features=value)
 
 
@@ -520,16 +582,18 @@ def test_patch_transformer_names_an_unknown_backbone():
         PatchTransformer(**SIZES, backbone="vanilla")
 
 
-@pytest.mark.parametrize("build, message", [
-    (lambda: CausalConv1d(2, 3, kernel_size=0), "kernel_size must be a positive int, got 0"),
-    (lambda: CausalConv1d(2, 3, kernel_size=3, dilation=0), "dilation must be a positive int, got 0"),
-    (lambda: CausalConv1d(2.0, 3, kernel_size=3), "in_channels must be a positive int, got 2.0"),
-    (lambda: TemporalBlock(2, 3, kernel_size=3, dilation=1.5), "dilation must be a positive int, got 1.5"),
-    (lambda: TemporalBlock(2, 3, 3, 1, dropout=float("nan")),
+@pytest.mark.parametrize("build, error, message", [
+    (lambda: CausalConv1d(2, 3, kernel_size=0), ValueError, "kernel_size must be a positive int, got 0"),
+    (lambda: CausalConv1d(2, 3, kernel_size=3, dilation=0), ValueError,
+     "dilation must be a positive int, got 0"),
+    (lambda: CausalConv1d(2.0, 3, kernel_size=3), TypeError, "in_channels must be a positive int, got 2.0"),
+    (lambda: TemporalBlock(2, 3, kernel_size=3, dilation=1.5), TypeError,
+     "dilation must be a positive int, got 1.5"),
+    (lambda: TemporalBlock(2, 3, 3, 1, dropout=float("nan")), ValueError,
      r"dropout must be a number in \[0, 1\), got nan"),
 ])
-def test_tcn_layers_name_a_bad_size(build, message):
-    with pytest.raises(ValueError, match=message):
+def test_tcn_layers_name_a_bad_size(build, error, message):
+    with pytest.raises(error, match=message):
         build()
 
 
@@ -543,9 +607,293 @@ def test_ridge_never_keeps_a_penalty_whose_solution_is_not_finite():
     assert ridge.penalty == 1.0 and torch.isfinite(ridge(x)).all()
 
 
-@pytest.mark.parametrize("channels", [[2], [-1], [0.0], [True], 0, "0"])
-def test_standardizer_names_channels_that_are_not_indices_of_its_fitted_channels(channels):
+@pytest.mark.parametrize("channels, error", [([2], ValueError), ([-1], ValueError), ([0.0], TypeError),
+                                             ([True], TypeError), (0, TypeError), ("0", TypeError)])
+def test_standardizer_names_channels_that_are_not_indices_of_its_fitted_channels(channels, error):
     scaler = Standardizer().fit(np.random.default_rng(0).normal(size=(50, 2)))
-    with pytest.raises((ValueError, TypeError), match=r"channels must be a list of indices of the 2 fitted "
-                                                      rf"channels \(0-1\), got {re.escape(repr(channels))}"):
+    with pytest.raises(error, match=r"channels must be a list of indices of the 2 fitted "
+                                    rf"channels \(0-1\), got {re.escape(repr(channels))}"):
         scaler.transform(np.ones((3, 1)), channels=channels)
+
+
+# --- values accepted that meant nothing ---------------------------------------------------------
+
+@pytest.mark.parametrize("positions", [[2.7], [0, 2.5], np.array([1.5]), [np.float64(2.0)]])
+def test_global_tokens_must_be_integer_positions_not_floats_read_as_ints(positions):
+    """A float position was once truncated without a word (2.7 read as 2)."""
+    q, k, v = qkv(5)
+    with pytest.raises(TypeError, match=r"global_tokens are integer positions .*, got floats "
+                                        rf"\[(.*, )?{re.escape(str(float(np.ravel(positions)[-1])))}\]: a "
+                                        r"float would be truncated .*; pass ints"):
+        longformer_attention(q, k, v, window=1, global_tokens=positions)
+    torch.testing.assert_close(longformer_attention(q, k, v, window=1, global_tokens=np.array([0, 2])),
+                               longformer_attention(q, k, v, window=1, global_tokens=[0, 2]))
+    assert longformer_attention(q, k, v, window=1, global_tokens=[]).shape == (2, 3, 5, 6)
+
+
+@pytest.mark.parametrize("make", ["t5", "xl", "bucket"])
+def test_relative_positions_refuse_offsets_that_are_not_whole(make):
+    """T5's buckets and Transformer-XL's table index whole offsets: 2.7 was rounded to 3."""
+    from labsupport.positional import RelativePositionBias, XLRelativePosition, relative_position_bucket
+    q, k, _ = qkv(4, D=4, H=2)
+    times = torch.tensor([0.0, 1.0, 2.7, 4.0])
+    call = {"t5": lambda p: RelativePositionBias(2).bias(q, k, p, p),
+            "xl": lambda p: XLRelativePosition(2, 4).bias(q, k, p, p),
+            "bucket": lambda p: relative_position_bucket(p[:, None] - p[None, :])}[make]
+    with pytest.raises(ValueError, match=r"reads whole offsets \(query position - key position\), got the "
+                                         r"offset -2.7 at index \(0, 2\) \(\.\.\., query, key\), which would "
+                                         r"be rounded to -3; pass integer positions .* or use rope, alibi, "
+                                         r"sinusoidal or time2vec"):
+        call(times)
+    assert call(times.round()) is not None and call(torch.arange(4.0) + 1000) is not None
+
+
+def _stamps(n=5):
+    return np.datetime64("2020-01-01T00:00") + np.arange(n) * np.timedelta64(60, "m")
+
+
+def test_a_series_needs_a_channel(tmp_path):
+    with pytest.raises(ValueError, match=r"a Series needs at least one channel: values \(5, 0\), "
+                                         r"columns \(\); keep at least one column"):
+        Series(_stamps(), np.zeros((5, 0), np.float32), ())
+    series = Series(_stamps(), np.zeros((5, 2), np.float32), ("a", "b"))
+    with pytest.raises(ValueError, match=r"a Series needs at least one channel"):
+        series.select()
+    path = _write(tmp_path, "time,a\n2020-01-01T00:00,1\n")
+    with pytest.raises(ValueError, match=r"columns=\[\] selects no channel; pass the names to read, e.g. "
+                                         r"columns=\['a'\], or columns=None for all"):
+        load_csv(path, columns=[])
+    with pytest.raises(ValueError, match=r"tiny.csv line 1: header \['time'\] has no column besides the "
+                                         r"time column 'time'"):
+        load_csv(_write(tmp_path, "time\n2020-01-01T00:00\n"))
+
+
+def test_load_csv_reads_a_time_with_spaces_around_it(tmp_path):
+    """Spaces around a stamp (a spreadsheet's padding) are not part of it."""
+    series = load_csv(_write(tmp_path, "time,a\n2020-01-01 00:00 ,1\n 2020-01-01T01:00,2\n"))
+    assert series.timestamps.tolist() == _stamps(2).tolist()
+
+
+def test_time_features_refuse_a_missing_time():
+    from labsupport.data import time_features
+    stamps = _stamps()
+    stamps[2] = np.datetime64("NaT")
+    with pytest.raises(ValueError, match=r"timestamps hold NaT \(a missing time\) at row 2 \(1 of 5\): "
+                                         r"calendar features of a missing time mean nothing; drop those "
+                                         r"rows or fill their times first"):
+        time_features(stamps)
+
+
+def test_time_features_read_iso_strings_as_load_csv_does():
+    from labsupport.data import time_features
+    expected = time_features(_stamps(3))
+    texts = ["2020-01-01T00:00", "2020-01-01 01:00 ", "2020-01-01T02:00:00"]
+    np.testing.assert_array_equal(time_features(np.array(texts)), expected)
+    np.testing.assert_array_equal(time_features(texts), expected)
+    with pytest.raises(ValueError, match=r"timestamps\[1\]: cannot read time 'yesterday': expected an ISO "
+                                         r"8601 date, .*; pandas says: "):
+        time_features(["2020-01-01T00:00", "yesterday"])
+    with pytest.raises(TypeError, match=r"timestamps must be numpy datetime64 values or ISO 8601 "
+                                        r"strings, got int64; convert with "
+                                        r"np.asarray\(times, dtype='datetime64\[m\]'\)"):
+        time_features(np.arange(3))
+
+
+@pytest.mark.parametrize("holiday, error, message", [
+    ([0, float("nan"), 1], ValueError, r"holiday holds nan at row 1; a holiday flag is a finite number"),
+    (["no", "yes", "no"], TypeError, r"holiday must be \(T,\) numbers \(a 0/1 flag per time\), got <U3 "
+                                     r"\['no', 'yes', 'no'\]"),
+])
+def test_time_features_name_a_holiday_flag_that_is_not_a_number(holiday, error, message):
+    from labsupport.data import time_features
+    with pytest.raises(error, match=message):
+        time_features(_stamps(3), holiday)
+
+
+def test_ridge_refuses_penalty_zero_where_the_least_squares_are_singular():
+    """Penalty 0 on fewer windows than lags has no unique solution: a validation MSE in the
+    thousands was kept. It is never kept, and alone it is refused with the reason."""
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(5, 8, 1, generator=g), torch.randn(5, 2, 1, generator=g)
+    val = (torch.randn(20, 8, 1, generator=g), torch.randn(20, 2, 1, generator=g))
+    with pytest.raises(ValueError, match=r"no penalty of \(0.0,\) gives a finite validation MSE .*penalty 0 "
+                                         r"leaves the least squares singular: 5 training rows \(windows x "
+                                         r"channels\) for 8 lags and an intercept.* pass larger penalties"):
+        RidgeForecaster(lookback=8, horizon=2, penalties=[0.0]).fit((x, y), val)
+    ridge = RidgeForecaster(lookback=8, horizon=2, penalties=[0.0, 1.0]).fit((x, y), val)
+    assert ridge.penalty == 1.0 and np.isnan(ridge.validation_mse[0.0])
+
+
+@pytest.mark.parametrize("size", [1e20, 1e30, 1e38])
+def test_instance_normalisation_of_huge_values_is_that_of_their_shape(size):
+    """Values near 1e30 once overflowed the variance to inf (z = 0, forecasts NaN); the
+    normalisation is scale-free, so it gives the shape of the window at any size."""
+    norm = InstanceNorm(2, affine=False)
+    x = torch.randn(3, 12, 2, generator=torch.Generator().manual_seed(0))
+    z, stats = norm.normalise(x * size)
+    torch.testing.assert_close(z, norm.normalise(x)[0], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(norm.denormalise(z, stats) / size, x, atol=1e-4, rtol=1e-4)
+    from labsupport.models import LinearForecaster
+    torch.manual_seed(0)
+    model = LinearForecaster(lookback=12, horizon=3, channels=2, kernel_size=5, revin=True)
+    assert torch.isfinite(model(x * size)).all()
+
+
+def test_instance_normalisation_is_unchanged_for_ordinary_values():
+    norm = InstanceNorm(2, affine=False)
+    x = torch.randn(3, 12, 2, generator=torch.Generator().manual_seed(0)) * 50 + 3000
+    mean = x.mean(dim=1, keepdim=True)
+    std = (x.var(dim=1, keepdim=True, unbiased=False) + norm.eps).sqrt()
+    assert torch.equal(norm.normalise(x)[0], (x - mean) / std)        # bit for bit: outputs unchanged
+
+
+def test_evaluate_names_the_windows_that_hold_nan():
+    from labsupport.train import evaluate, window_errors
+    x, y = torch.randn(5, 12, 1), torch.randn(5, 3, 1)
+    x[2, 0, 0] = float("nan")
+    last = lambda inputs: inputs[:, -3:]                                        # noqa: E731
+    for score in (evaluate, window_errors):
+        with pytest.raises(ValueError, match=r"data inputs hold NaN or inf values in 1 window\(s\), first in "
+                                             r"window 2 of 5; drop or fill them"):
+            score(last, (x, y))
+
+
+def test_evaluate_says_which_windows_a_non_finite_forecast_covers():
+    from labsupport.train import evaluate
+    x, y = torch.randn(5, 12, 1), torch.randn(5, 3, 1)
+
+    def holes(inputs):
+        out = inputs[:, -3:].clone()
+        out[[1, 3], 0, 0] = float("nan")
+        return out
+    metrics = evaluate(holes, (x, y))
+    assert np.isnan(metrics.mse) and str(metrics).endswith(
+        "; NaN or inf forecast on 2 of 5 windows, first window 1")
+    assert "forecast" not in str(evaluate(lambda inputs: inputs[:, -3:], (x, y)))
+
+
+# --- what a validator accepts is what the code then uses --------------------------------------------
+
+def test_numpy_integers_a_validator_accepted_reach_torch_as_ints():
+    """np.int64 passed every validator below, then torch refused it with its own message
+    ('split_sizes must be tuple of ints'; 'generator must be ... an int seed, got int64')."""
+    from labsupport.attention import orthogonal_random_features
+    n = np.int64
+    encoder = SegmentRecurrentEncoder(8, 2, 1, mem_len=4)
+    x = torch.randn(1, 9, 8, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(run_segments(encoder, x, n(4)), run_segments(encoder, x, 4))
+    q, k, v = qkv(6)
+    torch.testing.assert_close(performer_attention(q, k, v, num_features=8, generator=n(3)),
+                               performer_attention(q, k, v, num_features=8, generator=3))
+    torch.testing.assert_close(orthogonal_random_features(n(8), n(4), generator=n(1)),
+                               orthogonal_random_features(8, 4, generator=1))
+    with pytest.raises(TypeError, match=r"generator must be None, a torch.Generator or an int seed, "
+                                        r"got bool"):
+        performer_attention(q, k, v, num_features=8, generator=True)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: __import__("labsupport.attention", fromlist=["causal_mask"]).causal_mask(2.0), TypeError,
+     r"L must be an int >= 0, got 2.0"),
+    (lambda: __import__("labsupport.attention", fromlist=["causal_mask"]).causal_mask(4, -1), ValueError,
+     r"S must be an int >= 0, got -1"),
+    (lambda: __import__("labsupport.attention", fromlist=["band_mask"]).band_mask(4, 1.5), TypeError,
+     r"window must be an int >= 0, got 1.5"),
+    (lambda: __import__("labsupport.attention", fromlist=["band_mask"]).band_mask(4, -1), ValueError,
+     r"window must be an int >= 0, got -1"),
+])
+def test_masks_refuse_sizes_that_are_not_counts(call, error, message):
+    """band_mask(4, -1) was an empty mask and band_mask(4, 1.5) a band of 1, without a word."""
+    with pytest.raises(error, match=message):
+        call()
+
+
+@pytest.mark.parametrize("base", [0.0, -1.0, float("nan"), float("inf"), "1e4"])
+def test_sinusoidal_and_rotary_encodings_refuse_a_base_that_gives_no_frequencies(base):
+    """base 0 or below gave inf or NaN features and rotations without a word."""
+    from labsupport.positional import RotaryEmbedding, SinusoidalPositionalEncoding, sinusoidal_encoding
+    message = rf"base must be a finite number > 0, got {re.escape(repr(base))}"
+    with pytest.raises(policy_error(base), match=message):
+        sinusoidal_encoding(4, 8, base=base)
+    with pytest.raises(policy_error(base), match=message):
+        RotaryEmbedding(4, base=base)
+    with pytest.raises(policy_error(base), match=message):
+        SinusoidalPositionalEncoding(8, base=base)
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(num_buckets=0), r"num_buckets must be an int >= [24] \(2 per direction of offset: exact, then "
+                          r"logarithmic\), got 0"),
+    (dict(num_buckets=2, bidirectional=True), r"num_buckets must be an int >= 4 .*got 2"),
+    (dict(num_buckets=32, max_distance=16, bidirectional=False),
+     r"max_distance must be an int > 16, the last offset with a bucket of its own \(num_buckets 32\), "
+     r"got 16"),
+    (dict(num_buckets=32, max_distance=8.5, bidirectional=False),
+     r"max_distance must be an int > 16, .*got 8.5"),
+])
+def test_t5_buckets_refuse_settings_that_give_no_logarithmic_buckets(options, message):
+    """num_buckets=0 divided by zero; a max_distance below the exact buckets gave negative
+    buckets, read from the end of the table. A float is a TypeError, a count out of range a
+    ValueError."""
+    from labsupport.positional import RelativePositionBias, relative_position_bucket
+    error = TypeError if isinstance(options.get("max_distance"), float) else ValueError
+    with pytest.raises(error, match=message):
+        relative_position_bucket(torch.arange(-40, 40), **options)
+    with pytest.raises(error, match=message):
+        RelativePositionBias(2, **options)
+
+
+def test_a_split_border_that_is_not_a_date_is_named(vic):
+    with pytest.raises(ValueError, match=r"train_end must be a date or time numpy reads, such as "
+                                         r"'2014-01-01T00:00', got '2014-13-01' \(Month out of range"):
+        temporal_split(vic, train_end="2014-13-01")
+    with pytest.raises(ValueError, match=r"start must be a date or time numpy reads, such as "
+                                         r"'2014-01-01T00:00', got 'yesterday'"):
+        vic.between("yesterday")
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+@pytest.mark.parametrize("value", ["no", 1, None])
+def test_is_causal_is_a_bool_in_every_kernel_and_block(name, value):
+    """is_causal="no" is truthy: naive and flash attention ran causal without a word."""
+    q, k, v = qkv(4)
+    message = (rf"is_causal must be a bool \(True or False\), got {type(value).__name__} "
+               rf"{re.escape(repr(value))}")
+    with pytest.raises(TypeError, match=message):
+        KERNELS[name](q, k, v, is_causal=value)
+    with pytest.raises(TypeError, match=message):
+        MultiHeadAttention(8, 2, kernel=name)(torch.randn(1, 4, 8), is_causal=value)
+    torch.testing.assert_close(KERNELS[name](q, k, v, is_causal=np.True_, scale=np.float32(0.5)),
+                               KERNELS[name](q, k, v, is_causal=True, scale=0.5))
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: make_windows(["a", "b", "c", "d"], 2, 1), TypeError,
+     r"values must hold real numbers \(float or int\), got dtype <U1; convert with "
+     r"np.asarray\(values, dtype=np.float32\)"),
+    (lambda: Standardizer().fit(np.array([["a"], ["b"]])), TypeError,
+     r"values must hold real numbers \(float or int\), got dtype <U1"),
+    (lambda: patchify(torch.tensor(1.0), 1), ValueError,
+     r"x must have a last axis to cut into patches \(\.\.\., L\), got shape \(\)"),
+])
+def test_data_helpers_name_inputs_that_are_not_numbers_or_have_no_axis(call, error, message):
+    """numpy's 'could not convert string to float' and an IndexError, before."""
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_load_csv_names_a_file_that_is_not_utf8(tmp_path):
+    path = _write(tmp_path, "time,a\n2020-01-01T00:00,1\n")
+    path.write_bytes(path.read_bytes() + "2020-01-01T01:00,caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"tiny.csv is not UTF-8 text \(byte 0xe9 at offset \d+\); save it "
+                                         r"as UTF-8 \(in Excel: CSV UTF-8\), or convert it"):
+        load_csv(path)
+
+
+def test_cost_sweep_names_make_inputs_that_return_no_tuple():
+    from labsupport.timing import cost_sweep
+    [row] = cost_sweep({"naive": naive_attention}, [8], reps=1, progress=False,
+                       make_inputs=lambda L: torch.randn(1, 1, L, 4))
+    assert (row["status"], row["note"]) == (
+        "error", "TypeError: make_inputs(8) must return a tuple of the kernel's positional inputs, "
+                 "e.g. (q, k, v), got Tensor")

@@ -90,3 +90,27 @@ def test_markdown_outputs_are_rendered_as_myst(book_html):
         assert not re.search(r"\|\s*:?-{3,}", text), f"{name}: a Markdown table is shown as raw text"
         assert not re.search(r"\$[^$\s][^$\n]*\$", text), f"{name}: $math$ is shown as raw text"
         assert (book_html / f"{name}.html").read_text().count("<table") >= len(tables), name
+
+
+def test_links_to_the_books_own_documents_stay_in_the_book(book_html):
+    """A notebook links another section by its Colab address and a page by its GitHub address
+    (labsupport.links), which work in every client; in the HTML book labsupport.sphinx_links
+    points them at the book's own pages. The launch buttons in the page header stay on Colab."""
+    from labsupport.links import COLAB, REPOSITORY
+    from labsupport.sphinx_links import docname_of
+
+    docs = set(toc_files())
+    inside = 0
+    for name in toc_files():
+        html = (book_html / f"{name}.html").read_text()
+        article = re.search(r"<article\b.*?</article>", html, re.S)
+        assert article, f"{name}: no <article> in the page"
+        for href in re.findall(r'<a [^>]*href="([^"]+)"', article.group(0)):
+            assert docname_of(href, docs) is None, f"{name}: {href} should point at the book's own page"
+            inside += not href.startswith(("http", "#", "mailto"))
+        for href in re.findall(r'href="((?:%s|%s)[^"]*)"' % (re.escape(REPOSITORY), re.escape(COLAB)),
+                               article.group(0)):
+            assert docname_of(href, docs) is None, href
+    page = (book_html / "chapters" / "12_4_long_sequences.html").read_text()
+    assert 'href="12_1_self_attention.html"' in page, "12.4's link to 12.1 is not a link inside the book"
+    assert inside > 0

@@ -1,6 +1,7 @@
 """The gpu profile sized for the card it runs on, tested on faked CUDA devices: every sweep
 point meant to run fits 60% of the card by the byte model of what that sweep allocates
-(the notebooks' models, or peaks measured here on the CPU), the sweeps meant to hit the
+(`labsupport.byte_models`, checked against measured peaks in test_kernel_memory.py, or peaks
+measured here on the CPU), the sweeps meant to hit the
 out-of-memory wall end past the card's memory, the dtype and the SDPA backend follow the
 compute capability, and smaller cards never get longer sweeps."""
 from __future__ import annotations
@@ -13,6 +14,13 @@ import pytest
 import torch
 
 from labsupport import profile
+from labsupport.byte_models import (
+    bill_bytes,
+    efficient_naive_bytes,
+    inputs_bytes,
+    lab_step_bytes,
+    naive_bytes,
+)
 
 FRACTION = 0.6                       # of the card's memory, the most a point meant to run may hold
 MiB = 2 ** 20
@@ -59,27 +67,6 @@ TODAY_SWEEPS = {
     "efficient_flash_lengths": (1024, 2048, 4096, 8192),
 }
 SWEEPS = tuple(TODAY_SWEEPS)
-
-
-# --- the byte models, as the notebooks write them ---------------------------------------------
-
-def naive_bytes(L, *, heads=1, head_dim=64, causal=False, size=4):
-    """12.4's model of naive attention's peak: scores and weights, the output; causal adds
-    the bool mask and its negation (12.5's model is the non-causal one)."""
-    scores, out = heads * L * L * size, heads * L * head_dim * size
-    return 2 * scores + out if not causal else 2 * scores + L * L + max(L * L, out)
-
-
-def inputs_bytes(L, *, heads=1, head_dim=64, size=4):
-    return 3 * heads * L * head_dim * size                 # q, k, v
-
-
-def bill_bytes(L):                                         # 12.1: (2 L^2 + L D) x 4 bytes, and q, k, v
-    return (2 * L * L + L * 64) * 4 + inputs_bytes(L)
-
-
-def lab_step_bytes(N, size):                               # the lab's reference: (layers + 2) x 8 x 4 x N^2
-    return (2 + 2) * 8 * 4 * N * N * size
 
 
 # --- peaks measured on the CPU: the kernels whose memory the notebooks do not model ---------------
@@ -235,17 +222,16 @@ def test_every_point_meant_to_run_fits_60_percent_of_the_card(fake_gpu, spec, me
     per_length, at_512 = measured["efficient"]
     assert at_512 + per_length * (max(P.efficient_lengths) - 512) <= room
     assert at_512 + per_length * (max(P.efficient_flash_lengths) - 512) <= room     # our tiled loop
-    naive_12_5 = lambda L: 2 * 4 * L * L * size + 4 * L * 32 * size       # noqa: E731 (12.5's model)
-    admitted = [L for L in P.efficient_lengths if naive_12_5(L) <= P.efficient_budget]
-    assert all(naive_12_5(L) + inputs_bytes(L, heads=4, head_dim=32, size=size) <= room
+    admitted = [L for L in P.efficient_lengths if efficient_naive_bytes(L, size=size) <= P.efficient_budget]
+    assert all(efficient_naive_bytes(L, size=size) + inputs_bytes(L, heads=4, head_dim=32, size=size) <= room
                for L in admitted)
     # the lab: SDPA and linear attention at every length, naive where the budget lets it
     for kernel, (per_token, at_256) in measured["lab_fast"].items():
         assert at_256 + per_token * (max(P.lab_tokens) - 256) <= room, kernel
-    admitted = [N for N in P.lab_tokens if lab_step_bytes(N, size) <= P.lab_budget]
+    admitted = [N for N in P.lab_tokens if lab_step_bytes(N, size=size) <= P.lab_budget]
     a, b = measured["lab_naive"]                     # float32 at 128 and 256 tokens: b is per token
-    assert all(lab_step_bytes(N, size) + b * N <= room for N in admitted)
-    assert a * 128 ** 2 >= 0.9 * lab_step_bytes(128, 4), "the lab's model counts what it measures"
+    assert all(lab_step_bytes(N, size=size) + b * N <= room for N in admitted)
+    assert a * 128 ** 2 >= 0.9 * lab_step_bytes(128, size=4), "the lab's model counts what it measures"
 
 
 @pytest.mark.parametrize("spec", CARDS, ids=[c.key for c in CARDS])
@@ -260,8 +246,8 @@ def test_the_naive_walls_end_past_the_card_and_the_budgets_skip_within_it(fake_g
     assert naive_bytes(P.final_lengths[-1], causal=True, size=size) > spec.total
     for budget in (P.efficient_budget, P.lab_budget):
         assert 0 < budget <= usable(spec) < spec.total
-    naive_12_5 = [2 * 4 * L * L * size + 4 * L * 32 * size for L in P.efficient_lengths]
-    lab = [lab_step_bytes(N, size) for N in P.lab_tokens]
+    naive_12_5 = [efficient_naive_bytes(L, size=size) for L in P.efficient_lengths]
+    lab = [lab_step_bytes(N, size=size) for N in P.lab_tokens]
     for models, budget in ((naive_12_5, P.efficient_budget), (lab, P.lab_budget)):
         runs = sum(m <= budget for m in models)
         assert runs >= 3 and runs < len(models), (models, budget)

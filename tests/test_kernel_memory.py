@@ -3,12 +3,15 @@
 `labsupport.timing.peak_memory` reads the CPU allocator's own events, so these tests can
 assert byte models and physical floors exactly: no kernel's peak is below the output it
 returns (or, with a backward pass, below the gradients it leaves), naive attention's peak
-is its byte model, and the sub-quadratic kernels' peaks grow at most linearly.
+is its byte model (`labsupport.byte_models.naive_bytes`, which the gpu profile sizes with),
+and the sub-quadratic kernels' peaks grow at most linearly.
 """
 import pytest
 import torch
 
+from helpers import seeded
 from labsupport.attention import KERNELS, LinformerAttention, naive_attention
+from labsupport.byte_models import naive_bytes
 from labsupport.timing import attention_inputs, cpu_peak_supported, fit_power_law, peak_memory
 
 pytestmark = pytest.mark.skipif(not cpu_peak_supported(),
@@ -30,7 +33,8 @@ def linformer(q, k, v):
     return _LINFORMERS[k.shape[-2]](q, k, v)
 
 
-_LINFORMERS = {L: LinformerAttention(L, 64).requires_grad_(False) for L in (256, 1024, 2048, 4096)}
+_LINFORMERS = {L: seeded(lambda L=L: LinformerAttention(L, 64).requires_grad_(False))
+               for L in (256, 1024, 2048, 4096)}
 CAUSAL = {name: {"is_causal": True} for name in KERNELS}
 EVERY = {**KERNELS, "linformer": linformer}
 CAUSAL["linformer"] = {}                              # Linformer cannot be causal
@@ -60,21 +64,13 @@ def test_no_backward_peak_is_below_the_gradients(name):
     assert peak_memory(forward_backward) == peak                               # to the byte
 
 
-def naive_bytes(L, *, causal, B=1, Dv=D):
-    """The exact forward peak of `naive_attention` (float32, L == S), read off its code:
-    the scores and the weights (two B H L^2 float matrices) and then the output; causal,
-    also the (L, L) bool mask, and either its negation (while the scores are masked) or
-    the output, whichever is larger. The scale's scalar is freed before the peak."""
-    scores, out = B * H * L * L * 4, B * H * L * Dv * 4
-    return 2 * scores + L * L + max(L * L, out) if causal else 2 * scores + out
-
-
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("L", [256, 512])
 def test_naive_peak_is_its_byte_model(L, causal):
     q, k, v = attention_inputs(L, heads=H, head_dim=D)
     with torch.no_grad():
-        assert peak_memory(naive_attention, q, k, v, is_causal=causal) == naive_bytes(L, causal=causal)
+        measured = peak_memory(naive_attention, q, k, v, is_causal=causal)
+    assert measured == naive_bytes(L, heads=H, head_dim=D, causal=causal)          # to the byte
 
 
 def exponent(kernel, lengths, **kwargs):

@@ -6,11 +6,18 @@ layer (``1. foundation``, ..., ``apart``), then one line per module, ``name  wha
 imports included; a package counts by its top-level name (``labsupport.timing.peaks`` is
 ``timing``). A module of the ``apart`` layer (an entry point another program loads, such as
 the Sphinx extension) may import any layer, and no module may import it.
+
+The layers order the top-level modules; inside a package nothing orders its modules, so a
+second check reads the import graph of every package (``labsupport`` itself, whose nodes
+are its top-level modules and packages, and each subpackage, whose nodes are its own
+modules and its ``__init__``) and fails on a cycle, function-level imports included: two
+modules that import each other, even lazily, are one job split in two files.
 """
 from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -98,6 +105,118 @@ def sources():
         dotted = ".".join(parts[:-1] if is_package else parts)
         if dotted != "labsupport":
             yield top_name(dotted), dotted, is_package, path.read_text(encoding="utf-8")
+
+
+# --- cycles inside a package ------------------------------------------------------------------
+
+def import_targets(source: str, module: str, is_package: bool, known: set[str]) -> set[str]:
+    """The modules and packages (dotted) that ``source``, the code of ``module``, imports
+    anywhere: ``from . import present`` reaches the module ``present`` when ``known`` (every
+    dotted module and package) has it, else the package, whose ``__init__`` defines the name."""
+    package = module if is_package else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module
+            for alias in node.names:
+                found.add(f"{target}.{alias.name}" if f"{target}.{alias.name}" in known else target)
+    return found
+
+
+def _node(name: str, package: str) -> str | None:
+    """The node of ``package``'s graph that holds ``name``: the package itself (its
+    ``__init__``), the child module or subpackage that contains it, or None (outside)."""
+    if name == package:
+        return package
+    if name.startswith(package + "."):
+        return package + "." + name[len(package) + 1:].split(".")[0]
+    return None
+
+
+def package_graphs(files: Iterable[tuple[str, bool, str]]) -> dict[str, dict[str, set[str]]]:
+    """{package: {node: the nodes it imports}} for every package among ``files``, each a
+    (dotted module, is_package, source): a package's nodes are itself and its children."""
+    files = list(files)
+    known = {dotted for dotted, _, _ in files}
+    packages = {dotted for dotted, is_package, _ in files if is_package}
+    graphs = {package: {} for package in packages}
+    for dotted, is_package, source in files:
+        targets = import_targets(source, dotted, is_package, known)
+        for package in packages:
+            here = _node(dotted, package)
+            if here is None:
+                continue
+            edges = graphs[package].setdefault(here, set())
+            edges |= {n for n in (_node(t, package) for t in targets) if n is not None and n != here}
+    return graphs
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` as the nodes along it, the first repeated at the end, or None."""
+    state, path = {}, []                       # state: 1 on the current path, 2 done
+
+    def visit(node):
+        state[node] = 1
+        path.append(node)
+        for other in sorted(graph.get(node, ())):
+            if state.get(other) == 1:
+                return path[path.index(other):] + [other]
+            if other not in state and (cycle := visit(other)):
+                return cycle
+        state[node] = 2
+        path.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def cycles(files) -> list[str]:
+    """A message per package whose modules import each other in a cycle."""
+    found = []
+    for package, graph in sorted(package_graphs(files).items()):
+        cycle = find_cycle(graph)
+        if cycle:
+            short = ["__init__" if n == package else n[len(package) + 1:] for n in cycle]
+            found.append(f"{package}: {' -> '.join(short)}")
+    return found
+
+
+def test_no_package_has_an_import_cycle():
+    top = ("labsupport", True, (PACKAGE / "__init__.py").read_text(encoding="utf-8"))
+    files = [top, *((dotted, is_package, source) for _, dotted, is_package, source in sources())]
+    assert {dotted for dotted, is_package, _ in files if is_package} >= {"labsupport", "labsupport.compare"}
+    assert cycles(files) == []
+
+
+def test_the_cycle_check_sees_a_planted_cycle_inside_a_package():
+    """The check can fail: the comparison package as it was, when the table's module imported
+    the results' and the results imported the table's inside their methods, is a cycle; so is
+    one through a module's own package (``from . import name`` of a name its __init__ defines)
+    and one between two top-level modules of one layer."""
+    was = [("labsupport.compare", True, "from .results import Comparison\n"),
+           ("labsupport.compare.results", False,
+            "class Comparison:\n    def table(self):\n        from .present import table\n"),
+           ("labsupport.compare.present", False, "from .results import RIDGE, STOP_LABELS\n")]
+    assert cycles(was) == ["labsupport.compare: results -> present -> results"]
+    fixed = [was[0], ("labsupport.compare.results", False, "from . import present\n"),
+             ("labsupport.compare.present", False, "from .labels import RIDGE\n"),
+             ("labsupport.compare.labels", False, "RIDGE = 'ridge'\n")]
+    assert cycles(fixed) == []
+    through_init = [("labsupport.timing", True, "from .sweep import cost_sweep\n"),
+                    ("labsupport.timing.sweep", False, "from . import time_call\n")]
+    assert cycles(through_init) == ["labsupport.timing: __init__ -> sweep -> __init__"]
+    same_layer = [("labsupport.data", False, "def f():\n    import labsupport.plots\n"),
+                  ("labsupport.plots", False, "from .data import Series\n")]
+    assert cycles([("labsupport", True, ""), *same_layer]) == ["labsupport: data -> plots -> data"]
 
 
 def test_every_module_is_in_the_table_once_with_what_it_holds():

@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch import nn
 
-from helpers import tol
+from helpers import policy_error, tol
 from labsupport.attention import causal_mask
 from labsupport.layers import (
     DecoderBlock,
@@ -180,5 +180,5 @@ def test_a_decoder_blocks_attention_dropout_is_its_own_setting():
 @pytest.mark.parametrize("rate", [1.0, -0.1, float("nan"), True, "0.1"], ids=str)
 def test_every_module_takes_a_dropout_rate_in_zero_one(build, rate):
     """One validator (validation.check_dropout) in every module: 1.0 would drop everything."""
-    with pytest.raises(ValueError, match=r"dropout must be a number in \[0, 1\), got "):
+    with pytest.raises(policy_error(rate), match=r"dropout must be a number in \[0, 1\), got "):
         build(rate)

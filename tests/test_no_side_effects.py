@@ -1,4 +1,4 @@
-"""Nothing the user holds changes behind their back (issue 19): every public function of
+"""Nothing the user holds changes behind their back: every public function of
 labsupport, called on valid inputs, leaves each argument as it was and the global torch,
 NumPy and ``random`` generators where they were.
 
@@ -22,16 +22,19 @@ import torch
 
 import helpers
 from labsupport import attention as A
+from labsupport import byte_models as B
 from labsupport import compare as C
 from labsupport import data as D
 from labsupport import devices as Dv
 from labsupport import layers as Ly
+from labsupport import markdown as Md
 from labsupport import memory as M
 from labsupport import models as Mo
 from labsupport import positional as P
 from labsupport import provenance as Pv
 from labsupport import report as R
 from labsupport import scaling as Sc
+from labsupport import schedules as S
 from labsupport import timing as T
 from labsupport import train as Tr
 from labsupport import units as U
@@ -39,18 +42,21 @@ from labsupport import validation as V
 
 MODULES = ["attention", "layers", "positional", "memory", "models", "data", "train", "timing", "plots",
            "widgets", "profile", "report", "provenance", "validation", "compare", "devices",
-           "randomstate", "scaling", "units"]
+           "randomstate", "scaling", "units", "schedules", "byte_models", "markdown"]
 
 EXEMPT = {
     # records and exceptions: no behaviour to test
     "attention.KernelSpec": "a frozen record", "attention.LinearAttentionState": "a record",
-    "profile.Card": "a record", "train.Plateau": "a frozen record of a schedule (fit applies it)",
-    "data.ChecksumError": "an exception", "data.EttData": "a record", "data.ForecastTask": "a record",
+    "profile.Card": "a record", "schedules.Plateau": "a frozen record of a schedule (fit applies it)",
+    "data.ChecksumError": "an exception", "validation.NonFiniteError": "an exception", "data.EttData": "a record", "data.ForecastTask": "a record",
     "memory.MemoryState": "a record", "timing.Timing": "a record", "profile.Profile": "a record",
     "provenance.RunStart": "a record",
     "train.Metrics": "a record", "train.History": "a record",
     "compare.TrainingRecord": "a record", "compare.Entry": "a record", "compare.RunFailure": "a record",
     "compare.PairedTest": "a frozen record",
+    "report.ClaimNotConfirmed": "an exception", "markdown.Markdown": "a str that marks a table note",
+    # the claim record is the process's own state, kept for the closing line: that is its job
+    "report.claims_held": "reads the claim record", "report.forget_claims": "empties the claim record",
     "compare.Comparison": "a record of results: its methods read and print it (tests/test_compare.py)",
     "positional.AttentionPosition": "an abstract base; its subclasses are measured",
     "models.Forecaster": "a base class; its subclasses are measured",
@@ -212,13 +218,23 @@ CASES = {   # name: () -> (callable, args, kwargs)
                                         scaler=D.Standardizer().fit(np.arange(8.0).reshape(4, 2)), channels=[1]),
     "train.check_fit_options": lambda: case(Tr.check_fit_options, epochs=3, lr=0.1, clip=None,
                                             schedule=C.warmup_cosine(3)),
-    "train.check_batch_size": lambda: case(Tr.check_batch_size, np.int64(8)),
+    "validation.check_batch_size": lambda: case(V.check_batch_size, np.int64(8)),
     "randomstate.kept_random_state": lambda: case(_seeds_inside_a_kept_state),
+    "randomstate.seeded_torch": lambda: case(_draws_inside_seeded_torch),
     # timing
     "timing.time_call": lambda: case(T.time_call, A.naive_attention, *qkv(), reps=2),
     "timing.cpu_peak_supported": lambda: case(T.cpu_peak_supported),
     "timing.peak_memory": lambda: case(T.peak_memory, A.naive_attention, *qkv()),
     "units.format_bytes": lambda: case(U.format_bytes, 123456),
+    "markdown.escape": lambda: case(Md.escape, "a_b | <c>"),
+    "markdown.table": lambda: case(Md.table, ["kernel", "ms"], [["naive", "2.8"], ["flash", "1.0"]]),
+    # byte models: plain arithmetic on sizes
+    **{f"byte_models.{name}": (lambda name=name, kwargs=kwargs: case(getattr(B, name), 512, **kwargs)) for name, kwargs in {
+        "naive_bytes": dict(batch=2, heads=4, causal=True, size=2), "inputs_bytes": dict(heads=4),
+        "fused_bytes": dict(heads=4, size=2, block=64), "fused_sweep_bytes": dict(size=2, block=64),
+        "final_bytes": dict(size=4), "bill_bytes": {}, "backward_bytes": {}, "segment_bytes": {},
+        "efficient_naive_bytes": dict(size=2), "efficient_others_bytes": dict(size=2),
+        "lab_step_bytes": dict(size=4), "lab_activation_bytes": {}, "lab_fused_bytes": {}}.items()},
     "units.format_seconds": lambda: case(U.format_seconds, 754.2),
     "scaling.fit_power_law": lambda: case(Sc.fit_power_law, np.array([1.0, 2, 4, 8]), np.array([1.0, 4, 16, 64])),
     "timing.is_out_of_memory": lambda: case(T.is_out_of_memory, RuntimeError("CUDA out of memory")),
@@ -251,6 +267,8 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "profile.default_name": lambda: case(importlib.import_module("labsupport.profile").default_name),
     "profile.current": lambda: case(importlib.import_module("labsupport.profile").current, "cpu"),
     "report.verdict": lambda: case(R.verdict, "a claim", True),
+    "report.claim": lambda: case(R.claim, "a claim", torch.tensor(True), peaks=[t(3), np.arange(4.0)]),
+    "report.claims_checked": lambda: case(R.claims_checked, "cpu, torch 2.13.0"),
     "report.table": lambda: case(R.table, ["a", "b"], [[1, 2.5], [3, 4.0]], formats={1: "{:.1f}"}),
     "report.say": lambda: case(R.say, "a sentence with 0.082 in it"),
     "report.in_notebook": lambda: case(R.in_notebook),
@@ -283,7 +301,15 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "validation.check_self_attention": lambda: case(V.check_self_attention, "local", *qkv()),
     "validation.check_no_mask": lambda: case(V.check_no_mask, "linear", None, "why"),
     "validation.check_shape": lambda: case(V.check_shape, "x", t(2, 3), (2, 3), "(B, C)"),
+    "validation.check_finite_tensors": lambda: case(V.check_finite_tensors, {"q": t(2, 3), "k": t(3)}),
+    "validation.checked_finite": lambda: case(_inside_checked_finite, *qkv()),
 }
+
+
+def _inside_checked_finite(q, k, v):
+    with V.checked_finite():
+        return A.naive_attention(q, k, v, is_causal=True)
+
 
 def _ridge():
     """A fitted RidgeForecaster (fitting changes the model: that is its job), then its forecast."""
@@ -329,11 +355,24 @@ CASES.update({
         _tiny_task(), {"A": C.Trainable(_small_dlinear)}, revin=False, seeds=2, naive_period=6, epochs=2,
         batch_size=16, progress=False), _tiny_task(), naive_period=6),
     "compare.diebold_mariano": lambda: case(C.diebold_mariano, t(30).double(), overlap=2),
-    "train.check_count": lambda: case(Tr.check_count, "epochs", np.int64(3), least=1, what="the budget"),
-    "train.check_windows": lambda: case(Tr.check_windows, "test", (t(4, 12, 1), t(4, 3, 1, seed=1))),
-    "compare.warmup_cosine": lambda: case(C.warmup_cosine, 4, warmup=1),
+    "validation.check_count": lambda: case(V.check_count, "epochs", np.int64(3), least=1, what="the budget"),
+    "validation.check_real": lambda: case(V.check_real, "lr", np.float32(0.5), what="a rate", fix="", positive=True),
+    "validation.check_text": lambda: case(V.check_text, "unit", None, optional=True),
+    "validation.check_windows": lambda: case(V.check_windows, "test", (t(4, 12, 1), t(4, 3, 1, seed=1))),
+    "validation.count_windows": lambda: case(V.count_windows, (t(4, 12, 1), None)),
+    "schedules.warmup_cosine": lambda: case(S.warmup_cosine, 4, warmup=1),
+    "schedules.resolve": lambda: case(S.resolve, "type3"),
+    "schedules.rate": lambda: case(S.rate, 0.1, S.Plateau(warmup=2), 0),
+    "data.read_times": lambda: case(D.read_times, ["2020-01-01 00:00", "2020-01-01T01:00"], lambda i: f"row {i}"),
     "compare.Trainable": lambda: case(C.Trainable, lambda revin: None, seeds=[0, 2], lr=0.1),
 })
+
+
+def _draws_inside_seeded_torch():
+    """Drawing from the global torch generator inside `seeded_torch` leaves the caller's as it was."""
+    from labsupport.randomstate import seeded_torch
+    with seeded_torch(3, torch.device("cpu")) as generator:
+        return torch.rand(2), torch.randperm(4, generator=generator)
 
 
 def _seeds_inside_a_kept_state():

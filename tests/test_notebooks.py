@@ -169,9 +169,9 @@ def test_reference_tool_writes_citations_and_the_list():
                                       '<a href="#ref-nie2023patchtst">Nie (2023)</a> patch.'),
         nbformat.v4.new_code_cell("record_run(RUN)")])
     assert update(nb, works)
-    vaswani = ('(<a href="#ref-vaswani2017attention" title="Vaswani, A., Shazeer, N., Parmar, N., Uszkoreit, '
-               'J., Jones, L., Gomez, A. N., Kaiser, Ł. and Polosukhin, I. (2017). Attention Is All You Need. '
-               'Advances in Neural Information Processing Systems.">Vaswani et al., 2017</a>)')
+    vaswani = ('(<a href="#ref-vaswani2017attention" title="Vaswani, A., Shazeer, N., Parmar, N., '
+               'Uszkoreit, J., Jones, L., Gomez, A. N., Kaiser, Ł. and Polosukhin, I. (2017). Attention Is '
+               'All You Need. Advances in Neural Information Processing Systems.">Vaswani et al., 2017</a>)')
     assert vaswani in nb.cells[0].source
     assert re.search(r'<a href="#ref-nie2023patchtst" title="Nie, Y\., [^"]+">Nie et al\. \(2023\)</a> patch',
                      nb.cells[0].source)

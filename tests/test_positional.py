@@ -211,7 +211,7 @@ def test_time_features_and_positions_in_the_forecaster():
     assert model(x, time=time, positions=positions).shape == (3, 6, 2)
 
 
-# --- conventions, checked against independent formulas (issue 20) ---------------------
+# --- conventions, checked against independent formulas ---------------------------------
 
 def rope_meta(x, positions, base=10000.0):
     """RoPE as Meta's LLaMA code writes it: pairs (2i, 2i+1) as complex numbers times

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import labsupport.timing as timing
+from helpers import policy_error
 from labsupport.devices import quiet_stderr
 from labsupport.timing import (
     cpu_peak_supported,
@@ -126,7 +127,9 @@ def test_peak_memory_on_cuda():
 
 def test_time_call_on_a_known_sleep():
     t = time_call(time.sleep, 0.02, reps=3, warmup=0)
-    assert 0.02 <= t.min <= t.median <= t.max < 0.5 and len(t.times) == 3
+    # at least the sleep, in seconds: a loaded worker may oversleep, but not to the 20 that
+    # milliseconds would read
+    assert 0.02 <= t.min <= t.median <= t.max < 2 and len(t.times) == 3
     with pytest.raises(ValueError, match="reps must be a positive int, got 0"):
         time_call(time.sleep, 0, reps=0)
 
@@ -510,6 +513,76 @@ def test_cost_sweep_records_a_kernel_error_and_goes_on(capsys):
     assert "error at L=32" in lines[3]
 
 
+def _stops_at(length, *, in_inputs=False):
+    """A kernel (or, with ``in_inputs``, a make_inputs) that raises KeyboardInterrupt, the
+    notebook's Stop, at ``length``."""
+    def kernel(q, k, v):
+        if q.shape[-2] == length:
+            raise KeyboardInterrupt
+        return q * 2
+
+    def make_inputs(L):
+        if L == length:
+            raise KeyboardInterrupt
+        return _tiny_inputs(L)
+    return make_inputs if in_inputs else kernel
+
+
+@pytest.mark.parametrize("in_inputs", [False, True])
+def test_stop_in_a_cost_sweep_returns_the_rows_measured_so_far(capsys, in_inputs):
+    """Stop (KeyboardInterrupt) at the second point keeps the first point's measurement and
+    marks the point it cut and every point after it "interrupted", as fit and compare keep
+    what finished; the summary line counts them."""
+    from labsupport.report import sweep_table
+    from labsupport.timing import cost_sweep
+    kernels = {"first": lambda q, k, v: q * 2, "second": lambda q, k, v: q + 1} if in_inputs else \
+        {"first": _stops_at(32), "second": lambda q, k, v: q + 1}
+    options = dict(make_inputs=_stops_at(32, in_inputs=True)) if in_inputs else dict(make_inputs=_tiny_inputs)
+    rows = cost_sweep(kernels, [16, 32, 64], reps=1, **options)
+    assert [(r["kernel"], r["length"], r["status"]) for r in rows] == [
+        ("first", 16, "ok"), ("first", 32, "interrupted"), ("first", 64, "interrupted"),
+        ("second", 16, "interrupted"), ("second", 32, "interrupted"), ("second", 64, "interrupted")]
+    assert rows[0]["time_s"] > 0 and all(r["time_s"] is None and r["peak_bytes"] is None for r in rows[1:])
+    assert rows[1]["note"] == "Stop pressed while this point ran"
+    assert all(r["note"] == "not run: Stop pressed at first L=32" for r in rows[2:])
+    assert capsys.readouterr().out.strip().endswith(
+        "cost sweep: 1 of 6 points measured, 0 skipped, 0 out of memory, 0 errors, 5 interrupted by Stop")
+    sweep_table(rows)
+    assert "interrupted" in capsys.readouterr().out.splitlines()[3]
+
+
+def test_stop_in_a_quiet_cost_sweep_prints_nothing_and_keeps_the_rows(capsys):
+    from labsupport.timing import cost_sweep
+    rows = cost_sweep({"k": _stops_at(16)}, [16, 32], make_inputs=_tiny_inputs, reps=1, progress=False)
+    assert [r["status"] for r in rows] == ["interrupted", "interrupted"] and capsys.readouterr().out == ""
+
+
+def test_a_sweep_checks_its_inputs_finite_once_and_times_the_kernels_without_their_check(monkeypatch):
+    """The kernels refuse NaN and inf in q, k, v with one reduction per call (on a GPU, one
+    synchronisation): the sweep checks a point's inputs once, records a non-finite one as an
+    error row naming it, and times the kernel without its own check."""
+    import labsupport.validation as validation
+    from labsupport.attention import naive_attention, sdpa
+    from labsupport.timing import cost_sweep
+    calls = []
+    checked = validation.check_finite_tensors
+    monkeypatch.setattr(validation, "check_finite_tensors",
+                        lambda *a, **kw: calls.append(1) or checked(*a, **kw))
+    [row] = cost_sweep({"sdpa": sdpa}, [16], make_inputs=_tiny_inputs, reps=3, progress=False)
+    assert row["status"] == "ok" and calls == []                    # 5 kernel calls, no check inside
+    sdpa(*_tiny_inputs(16))
+    assert calls == [1]                                             # outside a sweep the kernel checks
+
+    def holed(L):
+        q, k, v = (torch.randn(1, 1, L, 8) for _ in range(3))
+        v[0, 0, 3, 1] = float("nan")
+        return q, k, v
+    [row] = cost_sweep({"naive": naive_attention}, [16], make_inputs=holed, progress=False)
+    assert (row["status"], row["note"]) == (
+        "error", "NonFiniteError: make_inputs(16)[2] holds nan at (0, 0, 3, :) of make_inputs(16)[2] "
+                 "(1, 1, 16, 8): a sweep measures kernels on finite inputs")
+
+
 def test_cost_sweep_refuses_a_model_for_a_kernel_it_does_not_sweep():
     from labsupport.timing import cost_sweep
     kernels = {"naive": lambda q, k, v: q, "sdpa": lambda q, k, v: q}
@@ -526,6 +599,16 @@ def _sweep(**options):
     from labsupport.timing import cost_sweep
     return cost_sweep({"q": lambda q, k, v: q}, options.pop("lengths", [16]), make_inputs=_tiny_inputs,
                       progress=False, **options)
+
+
+def _policy_error(options: dict) -> type:
+    """The error the package's policy names for the one bad option of ``options``: reps,
+    warmup and the lengths or sizes are ints, memory_budget a number; a list of them is
+    refused by type when one holds a value of the wrong type."""
+    ((name, value),) = [(k, v) for k, v in options.items() if k != "sizes" or len(options) == 1]
+    if isinstance(value, (list, tuple)):
+        return TypeError if any(policy_error(v, integer=True) is TypeError for v in value) else ValueError
+    return policy_error(value, integer=name != "memory_budget")
 
 
 BUDGET = r"memory_budget \(bytes; None: no budget\) must be a finite number > 0, "
@@ -549,7 +632,7 @@ BUDGET = r"memory_budget \(bytes; None: no budget\) must be a finite number > 0,
     (dict(lengths=[]), r"lengths must hold at least one value, got \[\]"),
 ])
 def test_cost_sweep_refuses_numeric_options_it_would_misread(options, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(_policy_error(options), match=message):
         _sweep(**options)
 
 
@@ -572,41 +655,41 @@ def test_cost_sweep_refuses_a_model_that_returns_no_byte_count(bad):
     (dict(warmup=1.0), r"warmup must be an int >= 0, got 1\.0"),
 ])
 def test_time_call_refuses_counts_that_are_not_counts(options, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(_policy_error(options), match=message):
         time_call(lambda: None, **options)
 
 
 @pytest.mark.parametrize("warmup", [-1, True, 1.5])
 def test_peak_memory_refuses_a_warmup_that_is_not_a_count(warmup):
-    with pytest.raises(ValueError, match=r"warmup must be an int >= 0, got "):
+    with pytest.raises(policy_error(warmup, integer=True), match=r"warmup must be an int >= 0, got "):
         peak_memory(lambda: torch.ones(4), warmup=warmup)
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda f: f(16.0), r"length must be an int >= 0, got 16\.0"),
-    (lambda f: f(-1), r"length must be an int >= 0, got -1"),
-    (lambda f: f(16, heads=0), r"heads must be a positive int, got 0"),
-    (lambda f: f(16, batch=True), r"batch must be a positive int, got True"),
-    (lambda f: f(16, head_dim=8.0), r"head_dim must be a positive int, got 8\.0"),
-    (lambda f: f(16, seed=1.5), r"seed must be an int >= 0, got 1\.5"),
+@pytest.mark.parametrize("call, error, message", [
+    (lambda f: f(16.0), TypeError, r"length must be an int >= 0, got 16\.0"),
+    (lambda f: f(-1), ValueError, r"length must be an int >= 0, got -1"),
+    (lambda f: f(16, heads=0), ValueError, r"heads must be a positive int, got 0"),
+    (lambda f: f(16, batch=True), TypeError, r"batch must be a positive int, got True"),
+    (lambda f: f(16, head_dim=8.0), TypeError, r"head_dim must be a positive int, got 8\.0"),
+    (lambda f: f(16, seed=1.5), TypeError, r"seed must be an int >= 0, got 1\.5"),
 ])
-def test_attention_inputs_refuses_sizes_that_are_not_sizes(call, message):
+def test_attention_inputs_refuses_sizes_that_are_not_sizes(call, error, message):
     from labsupport.timing import attention_inputs
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=message):
         call(attention_inputs)
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda f: f(0), r"length must be a positive int, got 0"),
-    (lambda f: f(16.5), r"length must be a positive int, got 16\.5"),
-    (lambda f: f(16, heads=-2), r"heads must be a positive int, got -2"),
-    (lambda f: f(16, keys=2.5), r"keys \(keys per query\) must be a positive int, got 2\.5"),
-    (lambda f: f(16, keys=True), r"keys \(keys per query\) must be a positive int, got True"),
-    (lambda f: f(16, keys=0), r"keys \(keys per query\) must be a positive int, got 0"),
+@pytest.mark.parametrize("call, error, message", [
+    (lambda f: f(0), ValueError, r"length must be a positive int, got 0"),
+    (lambda f: f(16.5), TypeError, r"length must be a positive int, got 16\.5"),
+    (lambda f: f(16, heads=-2), ValueError, r"heads must be a positive int, got -2"),
+    (lambda f: f(16, keys=2.5), TypeError, r"keys \(keys per query\) must be a positive int, got 2\.5"),
+    (lambda f: f(16, keys=True), TypeError, r"keys \(keys per query\) must be a positive int, got True"),
+    (lambda f: f(16, keys=0), ValueError, r"keys \(keys per query\) must be a positive int, got 0"),
 ])
-def test_attention_flops_refuses_sizes_that_are_not_sizes(call, message):
+def test_attention_flops_refuses_sizes_that_are_not_sizes(call, error, message):
     from labsupport.timing import attention_flops
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=message):
         call(attention_flops)
 
 
@@ -620,7 +703,7 @@ def test_attention_flops_refuses_sizes_that_are_not_sizes(call, message):
 def test_matmul_peak_refuses_sizes_and_reps_that_are_not_counts(options, message):
     from labsupport.timing import matmul_peak, matmul_peak_tflops
     for measure in (matmul_peak_tflops, matmul_peak):
-        with pytest.raises(ValueError, match=message):
+        with pytest.raises(_policy_error(options), match=message):
             measure("cpu", torch.float32, **options)
 
 
@@ -628,10 +711,11 @@ def test_predict_peak_and_sweep_exponent_refuse_counts_that_are_not_counts():
     from labsupport.timing import predict_peak, sweep_exponent
     rows = [_row(length=L, time_s=L * 1e-6) for L in (16, 32, 64)]
     for length in (0, -8, 64.0, True):
-        with pytest.raises(ValueError, match=r"length must be a positive int, got "):
+        with pytest.raises(policy_error(length, integer=True), match=r"length must be a positive int, got "):
             predict_peak(rows, length)
     for last in (0, 1, -2, 2.0, True):            # last=0 would fit every point: rows[-0:]
-        with pytest.raises(ValueError, match=r"last must be an int >= 2 \(a fit needs two points\), got "):
+        with pytest.raises(policy_error(last, integer=True),
+                           match=r"last must be an int >= 2 \(a fit needs two points\), got "):
             sweep_exponent(rows, "sdpa", last=last)
     assert sweep_exponent(rows, "sdpa", last=2) == pytest.approx(1.0)
 
@@ -648,7 +732,8 @@ def test_fit_power_law_refuses_values_that_are_not_finite(x, y, message):
 
 @pytest.mark.parametrize("last", [0, -1, 2.0, True])
 def test_fit_power_law_refuses_a_last_that_is_not_a_count(last):
-    with pytest.raises(ValueError, match=r"last must be an int >= 2 \(a fit needs two points\), got "):
+    with pytest.raises(policy_error(last, integer=True),
+                       match=r"last must be an int >= 2 \(a fit needs two points\), got "):
         fit_power_law([1, 2, 4], [1, 4, 16], last=last)
 
 

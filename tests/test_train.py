@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from labsupport import devices, provenance
+from labsupport import provenance
 from labsupport.data import Standardizer
 from labsupport.train import (
     Metrics,
@@ -88,35 +88,26 @@ def test_bad_data_is_named():
         fit(Flat(), (torch.zeros(4, 12, 1), torch.zeros(3, 3, 1)), toy_data(), progress=False)
 
 
-# Every numeric option of fit, by class: sign, zero, NaN, inf, a bool or a float where an int is
-# meant. Each names the option, what it expected, what arrived and the fix.
-BAD_FIT_OPTIONS = [
+# Every numeric option of fit, by class: sign, zero, NaN, inf (ValueError), a bool or a float where
+# an int is meant (TypeError). Each names the option, what it expected, what arrived and the fix.
+BAD_FIT_VALUES = [       # ValueError: the right type, out of range
     # counts: epochs, batch_size, patience
     (dict(epochs=0), r"epochs must be an int >= 1 \(the epoch budget\), got 0"),
     (dict(epochs=-2), r"epochs must be an int >= 1 .*got -2"),
-    (dict(epochs=3.0), r"epochs must be an int >= 1 .*got the float 3.0; pass epochs=3"),
-    (dict(epochs=True), r"epochs must be an int >= 1 .*got True: a bool is not a count"),
-    (dict(epochs=float("nan")), r"epochs must be an int >= 1 .*got the float nan"),
-    (dict(batch_size=2.5), r"batch_size must be an int >= 1 \(windows per batch\), got the float 2.5"),
     (dict(batch_size=0), r"batch_size must be an int >= 1 .*got 0"),
-    (dict(batch_size=False), r"batch_size must be an int >= 1 .*got False: a bool is not a count"),
     (dict(patience=0), r"patience must be an int >= 1 .*got 0.*patience=0 would stop after one epoch "
                        r"and call it converged"),
     (dict(patience=-1), r"patience must be an int >= 1 .*got -1"),
-    (dict(patience=2.0), r"patience must be an int >= 1 .*got the float 2.0; pass patience=2"),
-    (dict(patience=True), r"patience must be an int >= 1 .*a bool is not a count"),
     # the learning rate and the penalty
     (dict(lr=0.0), r"lr must be a positive finite number \(Adam's learning rate\), got 0.0; "
                    r"pass e.g. lr=1e-3"),
     (dict(lr=-1e-3), r"lr must be a positive finite number .*got -0.001"),
     (dict(lr=float("nan")), r"lr must be a positive finite number .*got nan"),
     (dict(lr=float("inf")), r"lr must be a positive finite number .*got inf"),
-    (dict(lr=True), r"lr must be a positive finite number .*got True: a bool is not a number"),
     (dict(weight_decay=-0.1), r"weight_decay must be a finite number >= 0 \(Adam's L2 penalty\), got -0.1; "
                               r"pass weight_decay=0.0 for none"),
     (dict(weight_decay=float("nan")), r"weight_decay must be a finite number >= 0 .*got nan"),
     (dict(weight_decay=float("inf")), r"weight_decay must be a finite number >= 0 .*got inf"),
-    (dict(weight_decay=True), r"weight_decay must be .*a bool is not a number"),
     # None or a positive finite number: clip, max_seconds
     (dict(clip=-1.0), r"clip must be None or a positive finite number \(the largest gradient norm\), got "
                       r"-1.0; a negative clip would ascend the gradient and 0 would freeze training: pass "
@@ -124,26 +115,38 @@ BAD_FIT_OPTIONS = [
     (dict(clip=0), r"clip must be None or a positive finite number .*got 0"),
     (dict(clip=float("nan")), r"clip must be None or a positive finite number .*got nan"),
     (dict(clip=float("inf")), r"clip must be None or a positive finite number .*got inf"),
-    (dict(clip=True), r"clip must be None or a positive finite number .*got True: a bool is not a number"),
     (dict(max_seconds=float("nan")), r"max_seconds must be None or a positive finite number \(a time "
                                      r"budget in seconds\), got nan"),
     (dict(max_seconds=0), r"max_seconds must be None or a positive finite number .*got 0.*"
                           r"max_seconds=None for no limit"),
     (dict(max_seconds=-5.0), r"max_seconds must be None or a positive finite number .*got -5.0"),
     (dict(max_seconds=float("inf")), r"max_seconds must be None or a positive finite number .*got inf"),
-    (dict(max_seconds=True), r"max_seconds must be .*a bool is not a number"),
     # the seed: None or an int >= 0
     (dict(seed=-1), r"seed must be None or an int >= 0 \(the seed of batch order and dropout\), got -1"),
+]
+BAD_FIT_TYPES = [        # TypeError: a bool, or a float where an int is meant
+    (dict(epochs=3.0), r"epochs must be an int >= 1 .*got the float 3.0; pass epochs=3"),
+    (dict(epochs=True), r"epochs must be an int >= 1 .*got True: a bool is not a count"),
+    (dict(epochs=float("nan")), r"epochs must be an int >= 1 .*got the float nan"),
+    (dict(batch_size=2.5), r"batch_size must be an int >= 1 \(windows per batch\), got the float 2.5"),
+    (dict(batch_size=False), r"batch_size must be an int >= 1 .*got False: a bool is not a count"),
+    (dict(patience=2.0), r"patience must be an int >= 1 .*got the float 2.0; pass patience=2"),
+    (dict(patience=True), r"patience must be an int >= 1 .*a bool is not a count"),
+    (dict(lr=True), r"lr must be a positive finite number .*got True: a bool is not a number"),
+    (dict(weight_decay=True), r"weight_decay must be .*a bool is not a number"),
+    (dict(clip=True), r"clip must be None or a positive finite number .*got True: a bool is not a number"),
+    (dict(max_seconds=True), r"max_seconds must be .*a bool is not a number"),
     (dict(seed=3.0), r"seed must be None or an int >= 0 .*got the float 3.0; pass seed=3"),
     (dict(seed=True), r"seed must be None or an int >= 0 .*a bool is not a count"),
 ]
 
 
-@pytest.mark.parametrize("option, message", BAD_FIT_OPTIONS,
+@pytest.mark.parametrize("option, error, message", [(o, ValueError, m) for o, m in BAD_FIT_VALUES]
+                         + [(o, TypeError, m) for o, m in BAD_FIT_TYPES],
                          ids=lambda v: str(v) if isinstance(v, dict) else "")
-def test_bad_training_settings_are_named_with_the_fix(option, message):
+def test_bad_training_settings_are_named_with_the_fix(option, error, message):
     model = BlowsUp(at=1)                              # a model that is never called: refused first
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=message):
         fit(model, toy_data(), toy_data(seed=1), progress=False, **option)
     assert model.calls == 0 and model.snapshots == []
 
@@ -186,8 +189,8 @@ def test_a_schedule_that_fails_at_a_later_epoch_is_refused_before_training():
 @pytest.mark.parametrize("batch_size, error, message", [
     (0, ValueError, r"batch_size must be an int >= 1 .*got 0"),
     (-4, ValueError, r"batch_size must be an int >= 1 .*got -4"),
-    (8.0, ValueError, r"batch_size must be an int >= 1 .*got the float 8.0; pass batch_size=8"),
-    (True, ValueError, r"batch_size must be an int >= 1 .*a bool is not a count"),
+    (8.0, TypeError, r"batch_size must be an int >= 1 .*got the float 8.0; pass batch_size=8"),
+    (True, TypeError, r"batch_size must be an int >= 1 .*a bool is not a count"),
     ("8", TypeError, r"batch_size must be an int >= 1 .*got str '8'"),
 ])
 def test_scoring_refuses_a_bad_batch_size(call, batch_size, error, message):
@@ -218,11 +221,6 @@ def test_window_errors_are_each_windows_mean_over_horizon_and_channels():
         window_errors(lambda inputs: torch.zeros(len(inputs), 2, 1), (x, y))
 
 
-def test_set_seed_lives_with_kept_random_state_and_train_re_exports_it():
-    from labsupport import randomstate
-    assert set_seed is randomstate.set_seed
-
-
 def test_set_seed_seeds_torch_numpy_and_random():
     def draws():
         return torch.randn(3), np.random.rand(3), random.random()
@@ -236,7 +234,6 @@ def test_set_seed_seeds_torch_numpy_and_random():
 
 
 def test_pick_device_takes_the_one_given_else_cuda_when_available(monkeypatch):
-    assert pick_device is devices.pick_device                        # one rule, re-exported by train
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert pick_device() == torch.device("cuda") and pick_device("cpu") == torch.device("cpu")
     assert pick_device(torch.device("meta")) == torch.device("meta")
@@ -249,6 +246,23 @@ def test_predict_in_batches():
     model, x = Flat(), toy_data()[0]
     assert predict(model, x, batch_size=7).shape == (64, 3, 1)
     torch.testing.assert_close(predict(model, x, batch_size=7), predict(model, x, batch_size=64))
+
+
+@pytest.mark.parametrize("score", [evaluate, window_errors])
+@pytest.mark.parametrize("training", [True, False])
+def test_scoring_a_model_leaves_its_mode_as_it_was(score, training):
+    """evaluate scores in eval mode (no dropout) and gives the model back in the mode it came
+    in: a model in training mode once came back in eval mode. (predict, whose job is the
+    forecasts, documents that it puts a module in eval mode.)"""
+    model = Noisy().train(training)
+    score(model, toy_data(n=8))
+    assert model.training is training and all(m.training is training for m in model.modules())
+    assert not predict(model, toy_data(n=8)[0]).requires_grad and not model.training
+
+
+def test_evaluate_scores_without_dropout_whatever_the_mode():
+    model, data = Noisy().train(), toy_data(n=16)
+    assert evaluate(model, data) == evaluate(model.eval(), data)
 
 
 def test_inputs_may_be_a_tuple_passed_positionally():
@@ -270,7 +284,7 @@ def test_inputs_may_be_a_tuple_passed_positionally():
         fit(TwoInputs(), ((x[:63], shift[:63]), y), toy_data(), progress=False)
 
 
-# --- issue 19: fit refuses bad data, stops cleanly, leaves the caller's generators alone ---
+# --- fit refuses bad data, stops cleanly, leaves the caller's generators alone ---
 
 def test_nan_or_inf_in_the_data_is_named_with_its_first_window():
     x, y = toy_data()
@@ -324,6 +338,45 @@ def test_a_non_finite_loss_stops_training_with_the_best_weights_restored():
     assert len(history.val_loss) == 2 and history.stop_reason == "diverged"
     torch.testing.assert_close(model.linear.weight, model.snapshots[history.best_epoch])
     assert torch.isfinite(model.linear.weight).all()
+
+
+class AttentionBlowsUp(nn.Module):
+    """A causal attention forecaster whose attention weights turn NaN in its ``at``-th
+    training batch (as diverging weights do): its kernel, not the loss, meets the NaN first."""
+
+    def __init__(self, at, L=12, T=3, when_training=True):
+        super().__init__()
+        from labsupport.layers import TransformerBlock
+        torch.manual_seed(0)
+        self.embed, self.block, self.head = nn.Linear(1, 8), TransformerBlock(8, 2, 16), nn.Linear(8 * L, T)
+        self.at, self.calls, self.when_training = at, 0, when_training
+
+    def forward(self, x):
+        if self.training == self.when_training:
+            self.calls += 1
+            if self.calls == self.at:
+                with torch.no_grad():
+                    self.block.attn.k_proj.weight.fill_(float("nan"))
+        h = self.block(self.embed(x), is_causal=True)                 # (B, L, 8)
+        return self.head(h.flatten(1))[..., None]                      # (B, T, 1)
+
+
+def test_non_finite_attention_inputs_inside_a_model_are_divergence_named_by_epoch_and_batch():
+    """The kernels refuse NaN (a NonFiniteError, a ValueError); inside fit, where the data are
+    checked finite, NaN activations mean the weights diverged: fit says so, as for a NaN loss."""
+    model = AttentionBlowsUp(at=4 * 2 + 3)                              # 4 batches an epoch
+    with pytest.raises(FloatingPointError, match=r"the model.s forward pass met nan in k at \(0, 0, 0, :\) "
+                                                 r"\(epoch 3, batch 3 of 4\): the weights of epoch \d \(best "
+                                                 r"val MSE [0-9.]+\) are restored\. Try a smaller lr") as err:
+        fit(model, toy_data(), toy_data(seed=1), epochs=10, lr=1e-2, batch_size=16, patience=10,
+            progress=False)
+    assert err.value.history.stop_reason == "diverged" and len(err.value.history.val_loss) == 2
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    in_validation = AttentionBlowsUp(at=3, when_training=False)                # the third validation
+    with pytest.raises(FloatingPointError, match=r"met nan in k at \(0, 0, 0, :\) \(validation after epoch "
+                                                 r"3\): the weights of epoch \d"):
+        fit(in_validation, toy_data(), toy_data(seed=1), epochs=10, lr=1e-2, batch_size=16, patience=10,
+            progress=False)
 
 
 class Interrupted(Flat):
@@ -398,6 +451,19 @@ def test_seed_makes_training_reproducible_and_leaves_the_global_generators_alone
     assert torch.equal(torch.randn(3), (torch.manual_seed(7), Noisy(), torch.randn(3))[2])
 
 
+def test_numpy_numbers_train_as_the_python_numbers_they_are():
+    """fit's validator accepts and converts NumPy numbers (a seed drawn from an array, say);
+    fit then trains with the converted values: seed=np.int64(3) once raised 'an integer is
+    required' from torch after the validator had accepted it."""
+    expected = trained_weights(seed=3)
+    assert torch.equal(trained_weights(seed=np.int64(3)), expected)
+    torch.manual_seed(123)
+    model = Noisy()
+    fit(model, toy_data(), toy_data(seed=1), epochs=np.int64(3), batch_size=np.int64(16), seed=np.uint8(3),
+        lr=np.float64(1e-3), patience=np.int32(3), clip=np.float64(1.0), progress=False)
+    torch.testing.assert_close(model.linear.weight, expected)
+
+
 def test_seed_none_uses_the_global_generator():
     torch.manual_seed(5)
     a = trained_weights(seed=None)
@@ -415,7 +481,7 @@ def test_seed_none_uses_the_global_generator():
         fit(Flat(), toy_data(), toy_data(), seed="3", progress=False)
 
 
-# --- issue 21: learning-rate schedules, and why training stopped ---
+# --- learning-rate schedules, and why training stopped ---
 
 def learning_rates(monkeypatch, schedule, epochs=7, lr=0.01):
     """The learning rate of each epoch as Adam saw it (one entry per epoch, checked per batch)."""
@@ -478,15 +544,15 @@ def test_plateau_cuts_the_rate_after_each_epoch_without_improvement(monkeypatch)
     assert learning_rates(monkeypatch, "plateau", epochs=12, lr=0.3)      # what Adam used, per batch
 
 
-@pytest.mark.parametrize("options,message", [
-    (dict(factor=1.0), r"factor must be a number in \(0, 1\), got 1.0"),
-    (dict(factor=0), r"factor must be a number in \(0, 1\), got 0"),
-    (dict(factor=True), r"factor must be a number in \(0, 1\), got True"),
-    (dict(warmup=-1), r"warmup must be an int >= 0 \(epochs\), got -1"),
-    (dict(warmup=1.0), r"warmup must be an int >= 0 \(epochs\), got 1.0"),
+@pytest.mark.parametrize("options, error, message", [
+    (dict(factor=1.0), ValueError, r"factor must be a number in \(0, 1\), got 1.0"),
+    (dict(factor=0), ValueError, r"factor must be a number in \(0, 1\), got 0"),
+    (dict(factor=True), TypeError, r"factor must be a number in \(0, 1\), got True"),
+    (dict(warmup=-1), ValueError, r"warmup must be an int >= 0 \(epochs\), got -1"),
+    (dict(warmup=1.0), TypeError, r"warmup must be an int >= 0 \(epochs\), got the float 1.0"),
 ])
-def test_bad_plateaus_are_named(options, message):
-    with pytest.raises(ValueError, match=message):
+def test_bad_plateaus_are_named(options, error, message):
+    with pytest.raises(error, match=message):
         Plateau(**options)
 
 
@@ -505,8 +571,8 @@ def test_stop_reason_and_total_seconds():
 
 @pytest.mark.slow
 def test_dlinear_with_its_fit_options_lands_near_the_least_squares_solution():
-    # issue 13, item 6: at a constant rate Adam never settles on this ill-conditioned linear
-    # map and early stopping keeps a jump; DLinear's type1 schedule from 1e-2 converges
+    # at a constant rate Adam never settles on this ill-conditioned linear map and early
+    # stopping keeps a jump; DLinear's type1 schedule from 1e-2 converges
     from labsupport.data import HORIZON, LOOKBACK, book_task
     from labsupport.models import LinearForecaster, RidgeForecaster
     task = book_task(train_stride=1)

@@ -80,6 +80,8 @@ def wheel(tmp_path_factory):
 
 
 def test_the_wheel_holds_every_subpackage_the_series_and_py_typed(wheel):
+    import labsupport
+    assert wheel.name.startswith(f"labsupport-{labsupport.__version__}-"), "the version has one home"
     names = set(zipfile.ZipFile(wheel).namelist())
     packages = subpackages()
     assert {"labsupport", "labsupport/checks", "labsupport/datasets"} <= packages

@@ -1098,28 +1098,79 @@ ANSWERS = {
                 return measured_step_peak(batch, heads, tokens, layers)
             """, "labsupport.checks"),
     ],
-    "elu_feature_map": [
+    "causal_block": [
         wrong("""
-            def elu_feature_map(x):
-                return torch.nn.functional.elu(x)                     # negative below zero
-            """, "add 1"),
+            def causal_block(x, layer):
+                h = layer.norm1(x)
+                x = x + layer.self_attn(h, h, h, need_weights=False)[0]     # no mask: reads the future
+                return x + layer.linear2(layer.activation(layer.linear1(layer.norm2(x))))
+            """, "must be causal"),
         right("""
-            def elu_feature_map(x):
-                return torch.where(x > 0, x + 1, torch.exp(x))
+            def causal_block(x, layer):
+                N = x.shape[1]
+                future = torch.ones(N, N, dtype=torch.bool).triu(1)
+                h = layer.norm1(x)
+                a, _ = layer.self_attn(h, h, h, attn_mask=future)
+                x = x + a
+                h = layer.norm2(x)
+                return x + layer.linear2(layer.activation(layer.linear1(h)))
+            """),
+        right("""
+            def causal_block(x, layer):
+                N = x.shape[1]
+                mask = torch.nn.Transformer.generate_square_subsequent_mask(N, dtype=x.dtype)
+                h = layer.norm1(x)
+                x = x + layer.self_attn(h, h, h, attn_mask=mask, is_causal=True)[0]
+                return x + layer.linear2(torch.relu(layer.linear1(layer.norm2(x))))
             """),
         wrong("""
-            def elu_feature_map(x):
-                return torch.relu(x) + 1
-            """, "not relu"),
+            def causal_block(x, layer):
+                N = x.shape[1]
+                allowed = torch.ones(N, N, dtype=torch.bool).tril()         # SDPA's convention
+                h = layer.norm1(x)
+                x = x + layer.self_attn(h, h, h, attn_mask=allowed)[0]
+                return x + layer.linear2(layer.activation(layer.linear1(layer.norm2(x))))
+            """, "True where attention is blocked"),
         wrong("""
-            def elu_feature_map(x):
-                import torch.nn.functional as F
-                return F.elu(x + 1)
-            """, "not elu(x + 1)"),
+            def causal_block(x, layer):
+                N = x.shape[1]
+                future = torch.ones(N, N, dtype=torch.bool).triu(1)
+                x = layer.norm1(x + layer.self_attn(x, x, x, attn_mask=future)[0])   # post-norm
+                return layer.norm2(x + layer.linear2(layer.activation(layer.linear1(x))))
+            """, "post-norm"),
+        wrong("""
+            def causal_block(x, layer):
+                N = x.shape[1]
+                future = torch.ones(N, N, dtype=torch.bool).triu(1)
+                h = layer.norm1(x)
+                x = x + layer.self_attn(h, h, h, attn_mask=future)[0]
+                return x + layer.linear2(layer.linear1(layer.norm2(x)))      # no activation
+            """, "activation"),
+        wrong("""
+            def causal_block(x, layer):
+                N = x.shape[1]
+                future = torch.ones(N, N, dtype=torch.bool).triu(1)
+                h = layer.norm1(x)
+                x = layer.self_attn(h, h, h, attn_mask=future)[0]            # residual dropped
+                return x + layer.linear2(layer.activation(layer.linear1(layer.norm2(x))))
+            """, "residual connection around attention"),
+        wrong("""
+            def causal_block(x, layer):
+                future = torch.ones(6, 6, dtype=torch.bool).triu(1)         # N typed in
+                h = layer.norm1(x)
+                x = x + layer.self_attn(h, h, h, attn_mask=future)[0]
+                return x + layer.linear2(layer.activation(layer.linear1(layer.norm2(x))))
+            """, "your code raised"),
         forbidden("""
-            def elu_feature_map(x):
-                from labsupport.attention import kernelized
-                return kernelized.elu_feature_map(x)
-            """, "labsupport.attention"),
+            def causal_block(x, layer):
+                from labsupport.checks import reference
+                return reference.causal_block(x, layer)
+            """, "labsupport.checks"),
+        forbidden("""
+            def causal_block(x, layer):
+                N = x.shape[1]
+                future = torch.ones(N, N, dtype=torch.bool).triu(1)
+                return torch.nn.TransformerEncoderLayer.forward(layer, x, src_mask=future)
+            """, "torch.nn.TransformerEncoderLayer"),
     ],
 }

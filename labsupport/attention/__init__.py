@@ -5,7 +5,10 @@ Every kernel takes ``q (..., L, D)``, ``k (..., S, D)``, ``v (..., S, Dv)``, usu
 ``torch.nn.functional.scaled_dot_product_attention``. Boolean masks mean
 ``True`` = may attend (the SDPA convention), broadcastable to ``(..., L, S)``.
 Note that ``nn.MultiheadAttention`` reads boolean masks the other way round
-(``True`` = blocked); `labsupport.layers` converts where it talks to it.
+(``True`` = blocked); `labsupport.layers` converts where it talks to it. A mask does not
+hide NaN or inf (a weight of 0 times NaN is NaN, and would spread to every output, the
+causal past included): every kernel refuses non-finite q, k or v, naming the first
+position (`labsupport.validation.check_attention_inputs`).
 ``is_causal=True`` means query i sees keys j <= i, aligned at the top left as in SDPA,
 in every kernel here (with S > L the last S - L keys are never seen);
 `labsupport.layers.MultiHeadAttention` aligns it at the bottom right instead.

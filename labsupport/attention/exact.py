@@ -34,7 +34,8 @@ def naive_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=Non
     and with ``return_weights`` also the weights (..., L, S).
     ``is_causal``: query i sees keys j <= i, aligned at the top left as SDPA (`causal_mask`).
     A query with no allowed key (masked, or a bias of -inf everywhere) gets weights of zero
-    and an output of zero, as SDPA does.
+    and an output of zero, as SDPA does. NaN or inf in q, k or v is refused by position
+    (every kernel does): a mask would not hide it, since a weight of 0 times NaN is NaN.
     ``bias``: an optional float tensor broadcastable to (..., L, S), added to the
     scaled scores (ALiBi and relative position biases); ``dropout_p`` drops
     attention weights (pass 0.0 in evaluation, as for SDPA).
@@ -48,7 +49,7 @@ def naive_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=Non
     >>> naive_attention(q, k, v, is_causal=True).shape
     torch.Size([1, 1, 2, 4])
     """
-    check_attention_inputs(q, k, v, mask, bias, scale=scale, dropout_p=dropout_p)
+    check_attention_inputs(q, k, v, mask, bias, scale=scale, dropout_p=dropout_p, is_causal=is_causal)
     L, S = q.shape[-2], k.shape[-2]
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     scores = (q * scale) @ k.transpose(-2, -1)                      # (..., L, S)
@@ -107,7 +108,8 @@ def sdpa(q, k, v, *, mask=None, is_causal=False, scale=None, bias=None, dropout_
     ``backend``: None (PyTorch chooses), "math", "flash", "efficient" or "cudnn";
     a backend that cannot run these inputs on this device raises ``RuntimeError``.
     """
-    check_attention_inputs(q, k, v, mask, bias, scale=scale, dropout_p=dropout_p)
+    check_attention_inputs(q, k, v, mask, bias, scale=scale, dropout_p=dropout_p, is_causal=is_causal)
+    is_causal, scale = bool(is_causal), None if scale is None else float(scale)    # SDPA takes no NumPy
     mask, bias = _at_least_2d(mask), _at_least_2d(bias)
     if bias is not None:                                            # one additive float mask
         allowed = _allowed(mask, is_causal, q.shape[-2], k.shape[-2], q.device)

@@ -53,7 +53,7 @@ def flash_attention(q, k, v, *, mask=None, is_causal=False, scale=None, bias=Non
     >>> torch.allclose(flash_attention(q, k, v, block_size=2), naive_attention(q, k, v), atol=1e-6)
     True
     """
-    check_attention_inputs(q, k, v, mask, bias, scale=scale)
+    check_attention_inputs(q, k, v, mask, bias, scale=scale, is_causal=is_causal)
     block_size = check_positive_int("block_size", block_size)
     mask, bias = _at_least_2d(mask), _at_least_2d(bias)
     L = q.shape[-2]

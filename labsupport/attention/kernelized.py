@@ -6,8 +6,10 @@ orthogonal random features).
 from __future__ import annotations
 
 import math
+import numbers
 from typing import NamedTuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -88,9 +90,9 @@ def linear_attention(q, k, v, *, mask=None, is_causal=False, scale=None, chunk_s
     are large, while the output, a weighted mean of the values, always fits the input
     dtype it is rounded to.
     """
-    check_attention_inputs(q, k, v, scale=scale)
+    check_attention_inputs(q, k, v, scale=scale, is_causal=is_causal)
     check_no_mask("linear_attention", mask, _NO_MASK)
-    check_positive_int("chunk_size", chunk_size)
+    chunk_size = check_positive_int("chunk_size", chunk_size)
     work = working_dtype(q.dtype)
     phi_q, phi_k = _elu_features(q.to(work), k.to(work), scale)            # (..., L, D), (..., S, D)
     if is_causal:
@@ -152,8 +154,8 @@ def _as_generator(generator):
     """None (the global RNG), a torch.Generator, or an int seed for a fresh CPU generator."""
     if generator is None or isinstance(generator, torch.Generator):
         return generator
-    if isinstance(generator, int) and not isinstance(generator, bool):
-        return torch.Generator().manual_seed(generator)
+    if isinstance(generator, numbers.Integral) and not isinstance(generator, (bool, np.bool_)):
+        return torch.Generator().manual_seed(int(generator))                 # np.int64 from an array too
     raise TypeError("generator must be None, a torch.Generator or an int seed, "
                     f"got {type(generator).__name__}")
 
@@ -165,8 +167,7 @@ def orthogonal_random_features(num_features: int, dim: int, *, generator=None, d
     ``N(0, I)``, as in Choromanski et al. (2021). Drawn in float64 on the generator's device.
     ``generator``: None (global RNG), a ``torch.Generator`` or an int seed.
     """
-    check_positive_int("num_features", num_features)
-    check_positive_int("dim", dim)
+    num_features, dim = check_positive_int("num_features", num_features), check_positive_int("dim", dim)
     gen = _as_generator(generator)
     where = gen.device if gen is not None else torch.device("cpu")
     gauss = torch.randn(-(-num_features // dim), dim, dim, generator=gen, dtype=torch.float64,
@@ -277,9 +278,9 @@ def performer_attention(q, k, v, *, num_features: int, mask=None, is_causal=Fals
     exponentials span more than half precision resolves; the output is rounded to the
     input dtype.
     """
-    check_attention_inputs(q, k, v, scale=scale)
+    check_attention_inputs(q, k, v, scale=scale, is_causal=is_causal)
     check_no_mask("performer_attention", mask, _NO_MASK)
-    check_positive_int("chunk_size", chunk_size)
+    chunk_size = check_positive_int("chunk_size", chunk_size)
     if 0 in (q.shape[-2], k.shape[-2]):                                     # no query or no key
         return v.new_zeros(*q.shape[:-1], v.shape[-1])                      # (..., L, Dv), as SDPA
     D, work = q.shape[-1], working_dtype(q.dtype)

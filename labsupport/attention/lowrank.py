@@ -44,7 +44,7 @@ class LinformerAttention(nn.Module):
         self.register_parameter("F", None if share_kv else nn.Parameter(torch.randn(k, seq_len) * k ** -0.5))
 
     def forward(self, q, k, v, *, mask=None, is_causal=False, scale=None, dropout_p: float = 0.0):
-        check_attention_inputs(q, k, v, scale=scale, dropout_p=dropout_p)
+        check_attention_inputs(q, k, v, scale=scale, dropout_p=dropout_p, is_causal=is_causal)
         if is_causal:
             raise ValueError("LinformerAttention cannot be causal: each projected key mixes all "
                              f"{self.seq_len} positions, future ones included; use local, linear or "

@@ -1,4 +1,6 @@
 """Boolean masks shared by the kernels: ``True`` = may attend (the SDPA convention).
+A mask hides keys from the softmax, not NaN or inf from the arithmetic (0 x NaN is NaN):
+the kernels refuse non-finite q, k and v instead.
 
 `causal_mask` is public; `_allowed` folds a mask and causality into one mask and
 `_at_least_2d` gives a mask or bias the (L, S) axes that tiling and SDPA index.
@@ -6,6 +8,8 @@
 from __future__ import annotations
 
 import torch
+
+from ..validation import check_nonnegative_int
 
 
 def causal_mask(L: int, S: int | None = None, *, bottom_right: bool = False, device=None) -> torch.Tensor:
@@ -25,7 +29,8 @@ def causal_mask(L: int, S: int | None = None, *, bottom_right: bool = False, dev
     tensor([[1, 1, 1, 0],
             [1, 1, 1, 1]], dtype=torch.int32)
     """
-    S = L if S is None else S
+    L = check_nonnegative_int("L", L)
+    S = L if S is None else check_nonnegative_int("S", S)
     return torch.ones(L, S, dtype=torch.bool, device=device).tril(diagonal=S - L if bottom_right else 0)
 
 

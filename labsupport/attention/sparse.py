@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -32,6 +33,7 @@ def band_mask(L: int, window: int, *, is_causal: bool = False, device=None) -> t
             [0, 1, 1, 1],
             [0, 0, 1, 1]], dtype=torch.int32)
     """
+    L, window = check_nonnegative_int("L", L), check_nonnegative_int("window", window)
     pos = torch.arange(L, device=device)
     offset = pos[None, :] - pos[:, None]                                # (L, L): j - i
     return (offset >= -window) & (offset <= (0 if is_causal else window))
@@ -49,14 +51,18 @@ def longformer_mask(L: int, window: int, global_tokens, *, is_causal: bool = Fal
 
 
 def _global_index(global_tokens, L: int, device) -> torch.Tensor:
-    """Sorted, de-duplicated global positions as a long tensor (g,), each in [0, L)."""
-    if isinstance(global_tokens, torch.Tensor) and global_tokens.dtype == torch.bool:
-        raise TypeError(f"global_tokens are positions, got a bool tensor of shape "
-                        f"{tuple(global_tokens.shape)}; for a bool mask of the global positions pass "
-                        "mask.nonzero().flatten()")
-    if isinstance(global_tokens, torch.Tensor) and global_tokens.is_floating_point():
-        raise TypeError(f"global_tokens are integer positions, got dtype {global_tokens.dtype}")
-    g = torch.as_tensor(global_tokens, dtype=torch.long, device=device).reshape(-1).unique()  # (g,)
+    """Sorted, de-duplicated global positions as a long tensor (g,), each an integer in [0, L)."""
+    given = torch.as_tensor(global_tokens, device=device)                              # as given
+    if given.dtype == torch.bool:
+        raise TypeError(f"global_tokens are positions, got a bool tensor of shape {tuple(given.shape)}; for "
+                        "a bool mask of the global positions pass mask.nonzero().flatten()")
+    if given.numel() and given.is_floating_point():
+        shown = np.ravel(np.asarray(given.cpu() if isinstance(global_tokens, torch.Tensor) else global_tokens,
+                                    dtype=np.float64)).tolist()                # 2.7, not float32's 2.70000005
+        raise TypeError(f"global_tokens are integer positions (token indices in [0, {L})), got floats "
+                        f"{shown}: a float would be truncated (2.7 read as 2); pass ints, e.g. "
+                        f"{[int(p) for p in shown]} if those are the positions you mean")
+    g = given.long().reshape(-1).unique()                                              # (g,)
     if g.numel() and (g.min() < 0 or g.max() >= L):
         raise ValueError(f"global_tokens must be positions in [0, {L}) for L = {L}, got {g.tolist()}")
     return g
@@ -103,8 +109,8 @@ class _Band:
            batch: int = 1) -> "_Band":
         """The band of ``window`` over L positions; ``batch``: how many (batch x heads) rows
         share it, which sets the group size."""
-        w = min(window, L - 1)                                          # a wider window sees nothing more
-        c = min(L, max(w, 1) if block_size is None else block_size)
+        w = min(int(window), L - 1)                                     # a wider window sees nothing more
+        c = min(L, max(w, 1) if block_size is None else int(block_size))
         n, right = -(-L // c), 0 if is_causal else w
         scores = batch * n * c * (c + w + right)
         groups = min(_GROUPS, n, max(1, scores // _GROUP_SCORES))
@@ -148,8 +154,9 @@ class _Band:
         return ok if mask is None else ok & _gather_mask(mask, qi, kj, L, L)
 
 
-def _check_window(name: str, q, k, v, mask, window, block_size, scale=None, dropout_p=0.0) -> None:
-    check_attention_inputs(q, k, v, mask, scale=scale, dropout_p=dropout_p)
+def _check_window(name: str, q, k, v, mask, window, block_size, scale=None, dropout_p=0.0,
+                  is_causal=False) -> None:
+    check_attention_inputs(q, k, v, mask, scale=scale, dropout_p=dropout_p, is_causal=is_causal)
     check_self_attention(name, q, k, v)
     check_nonnegative_int("window", window)
     if block_size is not None:
@@ -159,7 +166,7 @@ def _check_window(name: str, q, k, v, mask, window, block_size, scale=None, drop
 def _local_explicit(q, k, v, *, window, mask=None, is_causal=False, scale=None, block_size=None,
                     dropout_p=0.0):
     """`local_attention` with its weights: `naive_attention` under `band_mask`."""
-    _check_window("local_attention", q, k, v, mask, window, block_size, scale, dropout_p)
+    _check_window("local_attention", q, k, v, mask, window, block_size, scale, dropout_p, is_causal)
     allowed = band_mask(q.shape[-2], window, is_causal=is_causal, device=q.device)   # (L, L)
     return naive_attention(q, k, v, mask=allowed if mask is None else allowed & mask, scale=scale,
                            dropout_p=dropout_p, return_weights=True)
@@ -187,7 +194,7 @@ def local_attention(q, k, v, *, window: int, mask=None, is_causal=False, scale=N
     >>> local_attention(q, k, v, window=2).shape
     torch.Size([1, 2, 10, 4])
     """
-    _check_window("local_attention", q, k, v, mask, window, block_size, scale, dropout_p)
+    _check_window("local_attention", q, k, v, mask, window, block_size, scale, dropout_p, is_causal)
     L = q.shape[-2]
     if L == 0:                                                              # nothing to attend: (..., 0, Dv)
         return v.new_zeros(v.shape)
@@ -216,7 +223,7 @@ def _write_rows(out: torch.Tensor, chunks: torch.Tensor, start: int) -> None:
 def _longformer_explicit(q, k, v, *, window, global_tokens, mask=None, is_causal=False, scale=None,
                          block_size=None, dropout_p=0.0):
     """`longformer_attention` with its weights: `naive_attention` under `longformer_mask`."""
-    _check_window("longformer_attention", q, k, v, mask, window, block_size, scale, dropout_p)
+    _check_window("longformer_attention", q, k, v, mask, window, block_size, scale, dropout_p, is_causal)
     allowed = longformer_mask(q.shape[-2], window, global_tokens, is_causal=is_causal,
                               device=q.device)                                          # (L, L)
     return naive_attention(q, k, v, mask=allowed if mask is None else allowed & mask, scale=scale,
@@ -238,7 +245,7 @@ def longformer_attention(q, k, v, *, window: int, global_tokens, mask=None, is_c
     ``global_tokens``: positions (a list or a long tensor, each in [0, L)); ``mask`` as in
     `local_attention`. Precision as in `local_attention`: float32 for half-precision inputs.
     """
-    _check_window("longformer_attention", q, k, v, mask, window, block_size, scale, dropout_p)
+    _check_window("longformer_attention", q, k, v, mask, window, block_size, scale, dropout_p, is_causal)
     L = q.shape[-2]
     if L == 0:                                                              # nothing to attend: (..., 0, Dv)
         return v.new_zeros(v.shape)

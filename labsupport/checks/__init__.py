@@ -14,7 +14,7 @@ from .efficient import (
     positive_features,
 )
 from .grading import forbidden_names, forbidden_uses, grade, graded
-from .lab import elu_feature_map, ridge_weights, step_peak
+from .lab import causal_block, ridge_weights, step_peak
 from .long_sequences import (
     compress_mean,
     kept_fractions,
@@ -46,6 +46,6 @@ __all__ = ["CHECKS", "NOT_ANSWERED", "CheckResult", "Draw", "Hint", "check", "yo
            "block_parameters",
            "sinusoidal", "rotate_pairs", "alibi_slopes", "hour_features", "untrained_buckets",
            "online_step", "compress_mean", "kept_fractions", "patch_count", "stride_saving",
-           "elu_feature_map", "ridge_weights", "step_peak",
+           "causal_block", "ridge_weights", "step_peak",
            "positive_features", "blocked_local_attention", "decayed_linear_attention",
            "performer_error_exponent"]

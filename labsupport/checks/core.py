@@ -14,37 +14,30 @@ limit, and leaves the global torch, NumPy and ``random`` generators as it found 
 """
 from __future__ import annotations
 
-import contextlib
-import copy
 import functools
-import inspect
 import math
 import numbers
 import random
-import signal
 import textwrap
-import threading
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from ..randomstate import kept_random_state
+from .sandbox import TIME_LIMIT_S, Hint, StudentFunction, _short, _Unanswered
+
+__all__ = ["Hint", "StudentFunction", "TIME_LIMIT_S", "Draw", "CheckResult", "CHECKS", "check", "run_check",
+           "NOT_ANSWERED", "yours_or_reference", "expect_tensor", "expect_number", "expect_sequence", "close",
+           "Case", "shapes", "same_number", "apart", "off_by", "times", "beyond", "differ", "recognise",
+           "judge"]
+
 NOT_ANSWERED = ("not answered yet: replace `raise NotImplementedError` in the exercise cell "
                 "with your code, run that cell, then run this check again")
 
-TIME_LIMIT_S = 10.0        # per call of the student's function; the book's answers take milliseconds
 PRACTICE_SEED = 0          # the notebook's self-checks; graded tests draw theirs when they run
 PRACTICE_NOTE = "practice check on fixed inputs; the graded test draws new ones"
 PRACTICE_NOTE_MEASURED = "practice check; the graded test repeats the measurement"
-
-
-class Hint(Exception):
-    """Raised inside a check to tell the student what is wrong and where to look."""
-
-
-class _Unanswered(Exception):
-    """The student's function still raises NotImplementedError."""
 
 
 class Draw:
@@ -134,7 +127,7 @@ def check(exercise: str, *, drawn: bool = True, predicts: bool = False, forbid: 
 def run_check(check_fn, answer, draw: Draw, *, label: str | None = None, note: str | None = None):
     """The verdict of ``check_fn``'s body on ``answer`` with inputs from ``draw``."""
     student = StudentFunction(answer)
-    with global_random_state_kept():
+    with kept_random_state():
         passed, message = _verdict(check_fn.body, student, draw)
     if note is None:
         note = PRACTICE_NOTE if check_fn.drawn else PRACTICE_NOTE_MEASURED
@@ -151,155 +144,6 @@ def _verdict(body, student, draw) -> tuple[bool, str]:
     except Exception as err:                 # the check itself could not use the answer
         return False, (f"the check could not use what your function returned ({type(err).__name__}: "
                        f"{err}); compare its type and shape with what the exercise asks for")
-
-
-class StudentFunction:
-    """The student's function as a check calls it.
-
-    Each call gets deep copies of the arguments (the check's own tensors stay intact for
-    its reference computations), runs at most `TIME_LIMIT_S` seconds where the platform
-    allows an alarm (the main thread on Linux and macOS), and raises a `Hint` when the
-    function raises, returns None or runs out of time. ``within`` is a context manager
-    entered around the student's code only (e.g. `labsupport.checks.efficient.Allocations`), so
-    the copies are not counted in it. Arguments the function changed are remembered for
-    `note`.
-    """
-
-    def __init__(self, fn):
-        self.fn = fn
-        self.changed: list[str] = []
-
-    def __call__(self, *args, within=None, case: str | None = None, **kwargs):
-        """``fn(*args, **kwargs)`` on copies; ``case`` (the inputs in words, such as
-        ``q (2, 3, 5, 8)``) is named in a hint about a crash or a timeout."""
-        if not callable(self.fn):
-            raise Hint(f"pass your function itself to the check, got {type(self.fn).__name__} "
-                       f"{_short(self.fn)}")
-        copies, kw_copies = _copy((args, kwargs))
-        where = f"on {case}, " if case else ""
-        try:
-            with _time_limit(TIME_LIMIT_S), within or contextlib.nullcontext():
-                result = self.fn(*copies, **kw_copies)
-        except NotImplementedError:
-            raise _Unanswered from None
-        except _OutOfTime:
-            raise Hint(f"{where}your function ran longer than {TIME_LIMIT_S:g} s on small inputs (the "
-                       "book's answer takes milliseconds): look for a loop that never ends, or one over "
-                       "every element that a tensor operation could replace") from None
-        except (Hint, _Unanswered):
-            raise
-        except Exception as err:              # the student's code failed
-            raise Hint(f"{where}your code raised {type(err).__name__}: {err}") from None
-        self._remember_changes(args, copies)
-        if result is None:
-            raise Hint("your function returned None: end it with `return <the result>`")
-        return result
-
-    def on(self, case, *, within=None):
-        """The function on a `Case`'s arguments, naming the case in a crash's hint."""
-        return self(*case.args, within=within, case=case.text, **case.kwargs)
-
-    def _remember_changes(self, originals, copies) -> None:
-        names = _parameter_names(self.fn, len(originals))
-        for name, before, after in zip(names, originals, copies):
-            if not _same(before, after) and name not in self.changed:
-                self.changed.append(name)
-
-    def note(self) -> str:
-        """'' or a sentence that names the arguments the function changed in place."""
-        if not self.changed:
-            return ""
-        names = ", ".join(self.changed)
-        return (f" (note: your function changed its input {names} in place; the check gave it a "
-                "copy, but in your notebook the caller's data would change too: write "
-                "`x = x + ...` rather than `x += ...`, and avoid in-place operations such as "
-                "`.mul_()` or `inplace=True`)")
-
-
-class _OutOfTime(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def _time_limit(seconds: float):
-    """Raise `_OutOfTime` in the main thread after ``seconds``; elsewhere (Windows, other
-    threads) no limit. A timer already set by someone else is restored afterwards."""
-    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def out_of_time(signum, frame):
-        raise _OutOfTime
-
-    previous_handler = signal.signal(signal.SIGALRM, out_of_time)
-    previous_delay, previous_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
-    start = time.monotonic()
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous_handler)
-        if previous_delay:                     # give the outer timer back what it had left
-            left = max(previous_delay - (time.monotonic() - start), 1e-3)
-            signal.setitimer(signal.ITIMER_REAL, left, previous_interval)
-
-
-def _copy(args: tuple) -> tuple:
-    """Deep copies of ``(positional, keyword)`` arguments, in one go so that shared objects
-    stay shared."""
-    try:
-        return copy.deepcopy(args)
-    except Exception:                          # e.g. a non-leaf tensor: copy what can be copied
-        positional, keyword = args
-        clone = lambda a: a.detach().clone() if isinstance(a, torch.Tensor) else a   # noqa: E731
-        return tuple(map(clone, positional)), {k: clone(a) for k, a in keyword.items()}
-
-
-def _same(a, b) -> bool:
-    """Whether the student's copy ``b`` still equals the original ``a`` (NaN equals NaN)."""
-    if isinstance(a, torch.Tensor):
-        return (isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype
-                and bool(torch.isclose(a.detach(), b.detach(), rtol=0, atol=0, equal_nan=True).all()))
-    if isinstance(a, np.ndarray):
-        return isinstance(b, np.ndarray) and a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
-    if isinstance(a, torch.nn.Module):
-        return _same(a.state_dict(), b.state_dict())
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(map(_same, a, b))
-    return True                                # numbers, dtypes, functions: cannot be changed
-
-
-def _parameter_names(fn, n: int) -> list[str]:
-    """The names of the first ``n`` positional parameters of ``fn``, else 'argument i'."""
-    try:
-        params = [p.name for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        params = []
-    return [f"`{params[i]}`" if i < len(params) else f"argument {i + 1}" for i in range(n)]
-
-
-@contextlib.contextmanager
-def global_random_state_kept():
-    """Restore the global torch (CPU and initialised CUDA), NumPy and ``random`` generators
-    on exit, so that a check changes no later random draw in the notebook."""
-    torch_state, np_state, py_state = torch.get_rng_state(), np.random.get_state(), random.getstate()
-    cuda_states = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
-    try:
-        yield
-    finally:
-        torch.set_rng_state(torch_state)
-        np.random.set_state(np_state)
-        random.setstate(py_state)
-        if cuda_states is not None:
-            torch.cuda.set_rng_state_all(cuda_states)
-
-
-def _short(value, width: int = 40) -> str:
-    text = repr(value)
-    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def expect_tensor(value, shape, what: str, *, finite: bool = True) -> torch.Tensor:
@@ -393,24 +237,103 @@ def same_number(a, b) -> bool:
     return isinstance(a, numbers.Real) and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
-def _number(x) -> str:
-    return f"{x:.6g}" if isinstance(x, float) else f"{x}"
+def apart(got: float, want: float, digits: int = 6) -> tuple[str, str]:
+    """``got`` and ``want`` printed with the fewest significant digits (at least ``digits``)
+    that tell them apart, so that a hint never shows two equal numbers.
+
+    >>> apart(-0.0469906977, -0.0469907123)
+    ('-0.04699070', '-0.04699071')
+    """
+    if not (math.isfinite(got) and math.isfinite(want)):
+        return f"{got:.{digits}g}", f"{want:.{digits}g}"
+    for n in range(digits, 18):
+        if f"{got:.{n}g}" != f"{want:.{n}g}":
+            return _trimmed(f"{got:#.{n}g}", f"{want:#.{n}g}")               # as many digits each
+    return repr(got), repr(want)
+
+
+def _trimmed(a: str, b: str) -> tuple[str, str]:
+    """Two numbers of as many digits, less the trailing zeros (and point) both end with."""
+    (ma, _, ea), (mb, _, eb) = a.partition("e"), b.partition("e")
+    while ma.endswith("0") and mb.endswith("0") and "." in ma and "." in mb:
+        ma, mb = ma[:-1], mb[:-1]
+    if ma.endswith(".") and mb.endswith("."):
+        ma, mb = ma[:-1], mb[:-1]
+    return ma + ("e" + ea if ea else ""), mb + ("e" + eb if eb else "")
+
+
+def off_by(got, want, allowed: float | None = None) -> str:
+    """``expected 0.04699071, got 0.04699070 (off by 1e-08, more than the 1e-09 allowed)``: the
+    two numbers at the digits that tell them apart, and the gap (ints as they are)."""
+    if all(isinstance(x, numbers.Integral) for x in (got, want)):
+        return f"expected {want}, got {got}"
+    got, want = float(got), float(want)
+    shown_got, shown_want = apart(got, want)
+    text = f"expected {shown_want}, got {shown_got}"
+    if not (math.isfinite(got) and math.isfinite(want)):
+        return text
+    limit = f", more than the {allowed:.2g} allowed" if allowed is not None else ""
+    return f"{text} (off by {abs(got - want):.2g}{limit})"
+
+
+def times(ratio: float, tol: float) -> str:
+    """``ratio`` with the decimals (2 at least) that show it outside ``1 +- tol``: 1.0504 for a
+    tolerance of 5%, never a 1.05 that reads as inside it.
+
+    >>> times(1.0504, 0.05), times(1.2, 0.05)
+    ('1.0504', '1.20')
+    """
+    for decimals in range(2, 9):
+        text = f"{ratio:.{decimals}f}"
+        if abs(float(text) - 1) > tol * (1 + 1e-9):                   # 1.05 - 1 is 0.05000000000000004
+            return text
+    return f"{ratio:.10g}"
+
+
+def beyond(got: float, want: float, tol: float) -> tuple[str, str]:
+    """``got`` and ``want`` with the decimals (2 at least) whose printed gap exceeds ``tol``,
+    as the check found: never -0.39 and -0.49 for a gap that is more than 0.1."""
+    for decimals in range(2, 9):
+        a, b = f"{got:.{decimals}f}", f"{want:.{decimals}f}"
+        if abs(float(a) - float(b)) > tol * (1 + 1e-9):
+            return a, b
+    return repr(got), repr(want)
+
+
+def _precision_note(got: torch.Tensor, want: torch.Tensor) -> str:
+    """Why a lower-precision answer to float64 inputs may miss, or ''."""
+    if want.dtype != torch.float64 or not got.is_floating_point() or got.dtype == torch.float64:
+        return ""
+    name = str(got.dtype).removeprefix("torch.")
+    return (f"; your result is {name} although the inputs were float64: {name} keeps about "
+            f"{round(-math.log10(torch.finfo(got.dtype).eps))} significant digits, so compute in the "
+            f"inputs' dtype (no .float(), no dtype=torch.{name})")
 
 
 def differ(got, want, tol: float = 1e-6) -> str:
-    """Where ``got`` first differs from ``want``: ``at index (0, 1, 2) expected 0.25, got 0.5``."""
+    """Where ``got`` first differs from ``want``, at the digits that tell them apart and by how
+    much: ``at index (0, 1) expected 0.04699071, got 0.04699070 (off by 1e-08, more than the
+    1e-09 allowed)``; a lower-precision result for float64 inputs is named. Where nothing
+    differs by more than ``tol`` (a stricter comparison decided), the largest difference."""
     if not isinstance(want, torch.Tensor):
-        return f"expected {_number(want)}, got {_number(got)}"
+        return off_by(got, want)
     if not isinstance(got, torch.Tensor) or got.shape != want.shape:
         return f"expected shape {tuple(want.shape)}, got {_short(got)}"
     if got.is_floating_point():
         tol = max(tol, 100 * torch.finfo(got.dtype).eps)
     a, b = got.double(), want.double()
     off = ~torch.isclose(a, b, rtol=tol, atol=tol, equal_nan=True)
-    if not off.any():
-        return "they agree"
-    index = tuple(off.nonzero()[0].tolist())
-    return f"at index {index} expected {b[index].item():.6g}, got {a[index].item():.6g}"
+    if off.any():
+        index = tuple(off.nonzero()[0].tolist())
+        got_i, want_i = a[index].item(), b[index].item()
+        text = f"at index {index} " + off_by(got_i, want_i, tol + tol * abs(want_i))       # isclose's bound
+    else:
+        gap = (a - b).abs().nan_to_num(nan=0.0)
+        if not gap.any():
+            return "they agree"
+        index = tuple(int(i) for i in torch.unravel_index(gap.argmax(), gap.shape))
+        text = f"the largest difference is at index {index}: " + off_by(a[index].item(), b[index].item())
+    return text + _precision_note(got, want)
 
 
 def recognise(outputs, cases, mistakes, same=None) -> list[str]:

@@ -251,18 +251,17 @@ def performer_error_exponent(fn, draw):
     small = measured_error_exponent(SMALL_SCALE)
     if abs(guess - small) <= EXPONENT_TOLERANCE:
         large = measured_error_exponent(LARGE_SCALE)
-        return (f"your exponent {guess:+.2f} is within {EXPONENT_TOLERANCE} of the measured "
-                f"{small:+.2f} on small queries and keys (0.25 N(0, I), m = 16 to 1024); at "
-                f"four times their size the same fit gives {large:+.2f}: the Monte Carlo rule "
-                "needs estimates whose relative variance is small")
+        return (f"your exponent is within {EXPONENT_TOLERANCE} of the one measured on small queries "
+                f"and keys (0.25 N(0, I), m = 16 to 1024); at four times their size the same fit gives "
+                f"{large:+.2f}, a much slower fall: the Monte Carlo rule needs estimates whose relative "
+                "variance is small")
     if abs(guess) <= EXPONENT_TOLERANCE:
-        raise Hint("on small inputs the error does fall with m: each feature is an independent, "
-                   "unbiased estimate of exp(q . k), and m of them are averaged")
+        raise Hint("on small inputs the error does fall with m: the features' estimates of exp(q . k) "
+                   "are unbiased, and m of them are averaged")
     if guess > 0:
         raise Hint("more features must give a smaller error: the exponent is negative")
     if abs(guess + 1) <= EXPONENT_TOLERANCE:
         raise Hint("1/m is how the variance of an average of m independent estimates falls; the "
                    "error is of the size of a standard deviation, its square root")
-    raise Hint(f"your exponent {guess:+.2f} is more than {EXPONENT_TOLERANCE} from the measured "
-               f"{small:+.2f}: how does the spread of an average of m independent estimates "
-               "shrink with m?")
+    raise Hint(f"your exponent {guess:+.2f} is more than {EXPONENT_TOLERANCE} from the measured one: "
+               "how does the spread of an average of m independent estimates shrink with m?")

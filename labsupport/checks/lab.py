@@ -5,10 +5,129 @@ from __future__ import annotations
 import functools
 
 import torch
-import torch.nn.functional as F
+from torch import nn
 
 from . import reference
-from .core import Case, Hint, check, expect_number, expect_tensor, judge, recognise, shapes
+from .core import Case, Hint, check, expect_number, expect_tensor, judge, recognise, shapes, times
+
+# --- step 3: the causal Transformer block, from PyTorch's parts ------------------------------
+
+PARTS_ONLY = ("build the block from the layer's parts (norm1, self_attn, norm2, linear1, activation, "
+              "linear2): calling the layer, or its _sa_block and _ff_block, is what the exercise asks "
+              "you to write")
+
+
+class _PartsOnly(nn.TransformerEncoderLayer):
+    """PyTorch's pre-norm encoder layer whose own forward passes refuse to run: an answer
+    must assemble the block from the layer's parts."""
+
+    def forward(self, *args, **kwargs):
+        raise RuntimeError(PARTS_ONLY)
+
+    def _sa_block(self, *args, **kwargs):
+        raise RuntimeError(PARTS_ONLY)
+
+    def _ff_block(self, *args, **kwargs):
+        raise RuntimeError(PARTS_ONLY)
+
+
+def _layer(d_model: int, n_heads: int, d_ff: int, draw) -> nn.TransformerEncoderLayer:
+    """A float64 pre-norm layer in eval mode, its two LayerNorms away from their initial
+    values (each its own), as after training."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(draw.rng.getrandbits(62))
+        layer = _PartsOnly(d_model, n_heads, d_ff, dropout=0.0, batch_first=True, norm_first=True,
+                           dtype=torch.float64).eval()
+    g = draw.generator()
+    with torch.no_grad():
+        for norm in (layer.norm1, layer.norm2):
+            norm.weight.copy_(1 + 0.5 * torch.randn(norm.weight.shape, generator=g, dtype=torch.float64))
+            norm.bias.copy_(0.5 * torch.randn(norm.bias.shape, generator=g, dtype=torch.float64))
+    return layer
+
+
+def _block_cases(draw) -> list[Case]:
+    sizes = [(2, 6, 8, 2, 16), (1, draw.int(2, 7), 12, 3, draw.int(5, 20)),
+             (draw.int(1, 3), draw.int(3, 9), 4, 1, 8)]
+    cases = []
+    for B, N, d, H, d_ff in sizes:
+        layer, x = _layer(d, H, d_ff, draw), draw.randn(B, N, d)
+        cases.append(Case((x, layer), f"x {tuple(x.shape)}, a layer of width {d}, {H} heads, d_ff {d_ff}"))
+    return cases
+
+
+def _blocked(N: int, *, causal: bool = True, flip: bool = False) -> torch.Tensor | None:
+    """nn.MultiheadAttention's boolean mask (True: blocked): the future, or its mirror image."""
+    if not causal:
+        return None
+    future = torch.ones(N, N, dtype=torch.bool).triu(1)
+    return ~future if flip else future
+
+
+def _block(x, layer, *, mask=_blocked, pre=True, residual=(True, True), ff_norm=True, act=True):
+    """The causal pre-norm block and its usual mistakes, from ``layer``'s parts."""
+    blocked = mask(x.shape[1]) if callable(mask) else mask
+
+    def attend(h):
+        return layer.self_attn(h, h, h, attn_mask=blocked, need_weights=False)[0]
+
+    def ff(h):
+        h = layer.linear1(h)
+        return layer.linear2(layer.activation(h) if act else h)
+
+    if not pre:                                                    # post-norm
+        x = layer.norm1(x + attend(x))
+        return layer.norm2(x + ff(x))
+    a = attend(layer.norm1(x))
+    x = x + a if residual[0] else a
+    f = ff(layer.norm2(x) if ff_norm else x)
+    return x + f if residual[1] else f
+
+
+@check("Lab step 3: the causal Transformer block",
+       forbid=("torch.nn.TransformerEncoderLayer", "torch.nn.TransformerEncoder",
+               "torch.nn.functional.multi_head_attention_forward"))
+def causal_block(fn, draw):
+    cases = _block_cases(draw)
+    with torch.no_grad():
+        outputs = []
+        for case in cases:
+            out = fn.on(case)
+            if isinstance(out, tuple):
+                raise Hint("return the block's output tensor only: nn.MultiheadAttention returns "
+                           "(output, weights), so take [0] of what self_attn returns")
+            what = f"causal_block({case.text.split(',')[0]}, layer)"
+            out = expect_tensor(out, case.args[0].shape, what, finite=False)
+            if not bool(torch.isfinite(out).all()):
+                bad = tuple((~torch.isfinite(out)).nonzero()[0].tolist())
+                raise Hint(f"{what} holds NaN or inf (first at index {bad}): a token whose attention has "
+                           "every key blocked gives NaN. nn.MultiheadAttention's boolean attn_mask is "
+                           "True where attention is blocked (the opposite of "
+                           "F.scaled_dot_product_attention's): block the future with "
+                           "torch.ones(N, N, dtype=torch.bool).triu(1)")
+            outputs.append(out)
+        mistakes = [("the block must be causal: pass self_attn a mask that blocks the future, "
+                     "attn_mask = torch.ones(N, N, dtype=torch.bool).triu(1)",
+                     lambda x, layer: _block(x, layer, mask=lambda n: _blocked(n, causal=False))),
+                    ("the mask is the wrong way round: nn.MultiheadAttention's boolean attn_mask is True "
+                     "where attention is blocked (the opposite of F.scaled_dot_product_attention's), so "
+                     "block the future with .triu(1)",
+                     lambda x, layer: _block(x, layer, mask=lambda n: _blocked(n, flip=True))),
+                    ("that is post-norm (normalise after adding); norm_first=True normalises each "
+                     "sub-layer's input: x + self_attn(norm1(x)), then x + ff(norm2(x))",
+                     lambda x, layer: _block(x, layer, pre=False)),
+                    ("keep the residual connection around attention: x + self_attn(norm1(x))",
+                     lambda x, layer: _block(x, layer, residual=(False, True))),
+                    ("keep the residual connection around the feed-forward network: x + ff(norm2(x))",
+                     lambda x, layer: _block(x, layer, residual=(True, False))),
+                    ("normalise the feed-forward input with norm2: ff(norm2(x))",
+                     lambda x, layer: _block(x, layer, ff_norm=False)),
+                    ("the feed-forward network is linear2(activation(linear1(h))): apply the layer's "
+                     "activation between the two linear maps", lambda x, layer: _block(x, layer, act=False))]
+        judge(outputs, cases, _block, compared="x + self_attn(norm1(x)) with the future blocked, then "
+              "+ linear2(activation(linear1(norm2(x))))", mistakes=mistakes)
+    return (f"the causal pre-norm block from the layer's parts, on {len(cases)} layers whose two LayerNorms "
+            "differ: x + self_attn(norm1(x)) with the future blocked, then x + ff(norm2(x))")
 
 # --- step 3: the closed-form ridge -----------------------------------------------------------
 
@@ -152,30 +271,7 @@ def step_peak(fn, draw):
     if len(named) == 1:
         raise Hint(named[0])
     first = next(i for i, (g, m) in enumerate(zip(guesses, measured)) if not near(g, m))
-    raise Hint(f"{cases[first].text} is {guesses[first] / measured[first]:.2f} times {where}; count the "
-               "(B, H, N, N) float32 matrices alive at once: those each layer keeps for the backward "
-               "pass, and those alive only while one layer computes")
-
-
-# --- step 5 ----------------------------------------------------------------------------------
-
-@check("Lab step 5: the feature map of linear attention")
-def elu_feature_map(fn, draw):
-    xs = [torch.linspace(-6, 6, 25, dtype=torch.float64).view(5, 5),
-          draw.randn(draw.int(1, 4), 3, 2, scale=3.0),
-          draw.randn(draw.int(1, 9), scale=10.0)]
-    cases = [Case((x,), f"x {tuple(x.shape)}") for x in xs]
-    outputs = [expect_tensor(fn.on(case), case.args[0].shape,
-                             f"elu_feature_map({case.text})") for case in cases]
-
-    def positive(out, case):
-        if (out <= 0).any():
-            return "the features must be positive, so that the weights phi(q) . phi(k) are"
-        return None
-    judge(outputs, cases, lambda x: F.elu(x) + 1, compared="elu(x) + 1",
-          mistakes=[("elu(x) is negative for x < 0; add 1 so every feature is positive", F.elu),
-                    ("use elu, not relu: elu(x) = exp(x) - 1 for x < 0 keeps a gradient there",
-                     lambda x: torch.relu(x) + 1),
-                    ("elu(x) + 1, not elu(x + 1): add 1 after the elu", lambda x: F.elu(x + 1))],
-          properties=[positive])
-    return "phi(x) = elu(x) + 1: positive, so phi(q) . phi(k) can stand in for exp(q . k)"
+    ratio = times(guesses[first] / measured[first], STEP_PEAK_TOLERANCE)
+    raise Hint(f"{cases[first].text} is {ratio} times {where}; count the (B, H, N, N) float32 matrices "
+               "alive at once: those each layer keeps for the backward pass, and those alive only while "
+               "one layer computes")

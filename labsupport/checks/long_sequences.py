@@ -5,7 +5,19 @@ import math
 
 import torch
 
-from .core import Case, Hint, check, close, differ, expect_number, expect_tensor, judge, same_number
+from .core import (
+    Case,
+    Hint,
+    apart,
+    check,
+    close,
+    differ,
+    expect_number,
+    expect_tensor,
+    judge,
+    same_number,
+    times,
+)
 
 
 def _run_tiles(step, scores, v, tile, text):
@@ -187,8 +199,8 @@ def patch_count(fn, draw):
     outputs = [expect_number(fn.on(case), "a number of patches") for case in cases]
     for got, case in zip(outputs, cases):
         if isinstance(got, float) and not got.is_integer():
-            raise Hint(f"{case.text} returned {got:.4g}: a count of patches is a whole number; count "
-                       "only the patches that fit, with floor division //")
+            raise Hint(f"{case.text} returned {apart(got, float(round(got)))[0]}: a count of patches is a "
+                       "whole number; count only the patches that fit, with floor division //")
     judge(outputs, cases, lambda L, P, S: (L - P) // S + 1, compared="(lookback - patch_len) // stride + 1",
           same=same_number,
           mistakes=[("one short: the first patch starts at 0, so count it too (+1)",
@@ -249,5 +261,6 @@ def stride_saving(fn, draw):
     if abs(guess / 144 - 1) <= 0.01:
         raise Hint("144 is the S^2 rule, which ignores the patch length: count the tokens of each "
                    "stride with patch_count, then square their ratio")
-    raise Hint(f"your prediction is {guess / measured:.2f} times the measured saving: count the "
+    raise Hint(f"your prediction is {times(guess / measured, SAVING_TOLERANCE)} times the measured saving: "
+               "count the "
                "tokens of each stride, (lookback - patch_len) // stride + 1, and square their ratio")

@@ -8,7 +8,7 @@ import torch
 
 from ..attention import causal_mask
 from ..positional import RelativePositionBias, relative_position_bucket
-from .core import Case, Hint, check, close, expect_sequence, expect_tensor, judge
+from .core import Case, Hint, check, close, expect_sequence, expect_tensor, judge, off_by
 
 
 def _table(length, d, *, swap=False, freq_step=2, halves=False, base=10000.0, first=0, width=None):
@@ -134,7 +134,7 @@ def alibi_slopes(fn, draw):
 
 def _show_slopes(got, want) -> str:
     h = next(i for i, (a, b) in enumerate(zip(got, want)) if not math.isclose(a, b, rel_tol=1e-6))
-    return f"slope {h + 1} should be {want[h]:.6g}, got {got[h]:.6g}"
+    return f"slope {h + 1}: {off_by(got[h], want[h])}"
 
 
 def _hour_cases(draw) -> list[Case]:

@@ -18,6 +18,16 @@ def score_matrix_bytes(batch, heads, length, dtype):
     return batch * heads * length * length * torch.tensor([], dtype=dtype).element_size()
 
 
+def causal_block(x, layer):
+    """The causal pre-norm block of an ``nn.TransformerEncoderLayer(norm_first=True,
+    batch_first=True)`` from its parts: x (B, N, d) -> (B, N, d)."""
+    N = x.shape[1]
+    blocked = torch.ones(N, N, dtype=torch.bool, device=x.device).triu(1)   # True: blocked (nn.MHA)
+    h = layer.norm1(x)
+    x = x + layer.self_attn(h, h, h, attn_mask=blocked, need_weights=False)[0]
+    return x + layer.linear2(layer.activation(layer.linear1(layer.norm2(x))))
+
+
 def ridge_weights(X, Y, penalty):
     """The ridge solution W (L, T) = (X^T X + penalty I)^-1 X^T Y for X (N, L), Y (N, T)."""
     eye = torch.eye(X.shape[-1], dtype=X.dtype, device=X.device)

@@ -6,7 +6,7 @@ import functools
 import torch
 
 from . import reference
-from .core import Case, Hint, check, expect_number, expect_tensor, judge, recognise, shapes
+from .core import Case, Hint, apart, check, expect_number, expect_tensor, judge, recognise, shapes, times
 
 # torch's fused attention computes what 12.1.1 and 12.1.2 ask for
 ATTENTION_LIBRARIES = ("torch.nn.functional.scaled_dot_product_attention",
@@ -33,11 +33,13 @@ def _qk_cases(draw) -> list[Case]:
 
 def _rows_sum_to_one(w, case):
     sums = w.double().sum(-1)
-    off = (sums - 1).abs() > 1e-6
+    tol = max(1e-6, 100 * torch.finfo(w.dtype).eps) if w.is_floating_point() else 1e-6
+    off = (sums - 1).abs() > tol
     if off.any():
         index = tuple(off.nonzero()[0].tolist())
-        return (f"on {case.text}, the weights of query {index} sum to {sums[index].item():.4g}, not 1: "
-                "take the softmax over the keys, the last axis (dim=-1)")
+        total = sums[index].item()
+        return (f"on {case.text}, the weights of query {index} sum to {apart(total, 1.0)[0]}, not 1 "
+                f"(off by {abs(total - 1):.2g}): take the softmax over the keys, the last axis (dim=-1)")
     return None
 
 
@@ -220,7 +222,7 @@ def _where_from(got, want, case):
     def place(value):
         flat = int(value - x.flatten()[0])
         if not 0 <= flat < x.numel() or float(value) != float(int(value)):
-            return f"{value:g}, not an element of x"
+            return f"{apart(value, float(round(value)))[0]}, not an element of x"
         b, rest = divmod(flat, L * D)
         return f"x[{b}, {rest // D}, {rest % D}]"
     return (f"out[{', '.join(map(str, off))}] should be {place(want[tuple(off)].item())}, "
@@ -318,6 +320,7 @@ def predicted_peak(fn, draw):
     if len(named) == 1:
         raise Hint(named[0])
     first = next(i for i, (g, m) in enumerate(zip(guesses, measured)) if not near(g, m))
-    raise Hint(f"for {cases[first].text} your prediction is {guesses[first]:.4g} bytes, "
-               f"{guesses[first] / measured[first]:.2f} times {where} ({measured[first]}); count the "
-               "(B, H, L, L) matrices that are alive at the same time, and the output, in bytes")
+    ratio = times(guesses[first] / measured[first], PEAK_TOLERANCE)
+    raise Hint(f"for {cases[first].text} your prediction is {guesses[first]:.4g} bytes, {ratio} times "
+               f"{where} ({measured[first]}); count the (B, H, L, L) matrices that are alive at the same "
+               "time, and the output, in bytes")

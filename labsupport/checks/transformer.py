@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .core import Case, Hint, check, close, expect_number, expect_tensor, judge, same_number, shapes
+from .core import Case, Hint, check, close, expect_number, expect_tensor, judge, same_number, shapes, times
 
 BLOCK_LIBRARIES = ("torch.nn.TransformerEncoderLayer", "torch.nn.TransformerEncoder",
                    "torch.nn.TransformerDecoderLayer", "torch.nn.Transformer", "torch.nn.MultiheadAttention")
@@ -256,7 +256,8 @@ def heads_peak_ratio(fn, draw):
     if near(16):
         raise Hint("each head's score matrix is L x L whatever its width d/H: 4 heads hold 4 of "
                    "them, not 16")
-    raise Hint(f"your prediction is {guess / ratio:.2f} times {where}; count the bytes alive at the "
+    raise Hint(f"your prediction is {times(guess / ratio, HEADS_TOLERANCE)} times {where}; count the "
+               "bytes alive at the "
                "peak: q, k and v (the same for any H), and each head's scores and softmax weights")
 
 

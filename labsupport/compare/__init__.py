@@ -26,7 +26,9 @@ from zero; a ranking whose loser stopped at its epoch or time budget is not sett
 
 The package: `protocol` (compare, Trainable, warmup_cosine, and rescore: the trained runs
 scored on another task's test windows, such as longer ones), `results` (Entry,
-Comparison, the rule), `present` (table, rows, plot), `paired` (the paired test).
+Comparison, the rule), `present` (table, rows, plot), `paired` (the paired test),
+`labels` (the baselines' names, the metrics, the stop reasons: what `results` and
+`present` share, so that neither imports the other's module for them).
 
 In a notebook::
 

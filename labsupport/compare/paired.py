@@ -41,14 +41,20 @@ __all__ = ["PairedTest", "diebold_mariano", "lag_truncation", "newey_west_varian
 # --- the Student-t -----------------------------------------------------------------------------
 
 def _check_df(df) -> float:
-    if isinstance(df, bool) or not isinstance(df, (int, float)) or not 0 < df < math.inf:
-        raise ValueError(f"df must be a positive finite number (degrees of freedom), got {df!r}")
+    expected = f"df must be a positive finite number (degrees of freedom), got {df!r}"
+    if isinstance(df, bool) or not isinstance(df, (int, float)):
+        raise TypeError(expected)
+    if not 0 < df < math.inf:
+        raise ValueError(expected)
     return float(df)
 
 
 def _check_open_probability(name: str, p) -> float:
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 < p < 1.0:
-        raise ValueError(f"{name} must be a probability strictly between 0 and 1, got {p!r}")
+    expected = f"{name} must be a probability strictly between 0 and 1, got {p!r}"
+    if isinstance(p, bool) or not isinstance(p, (int, float)):
+        raise TypeError(expected)
+    if not 0.0 < p < 1.0:
+        raise ValueError(expected)
     return float(p)
 
 

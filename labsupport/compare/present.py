@@ -1,5 +1,8 @@
 """How a `Comparison` is shown: `rows` (one dict per model), `table` (printed through
-`labsupport.report.table`, with a legend under it) and `plot` (seeds as dots)."""
+`labsupport.report.table`, with a legend under it) and `plot` (seeds as dots).
+
+Each takes the comparison as its first argument and reads it through its methods; it does
+not import `results` (which calls these as `Comparison.rows`, `.table` and `.plot`)."""
 from __future__ import annotations
 
 import statistics
@@ -7,7 +10,7 @@ import statistics
 from ..links import PROTOCOL
 from ..report import Markdown
 from ..report import table as print_table
-from .results import RIDGE, STOP_LABELS
+from .labels import RIDGE, STOP_LABELS
 
 __all__ = ["rows", "table", "plot"]
 

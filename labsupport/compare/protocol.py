@@ -23,50 +23,20 @@ from tqdm.auto import tqdm
 
 from ..devices import pick_device
 from ..models import RidgeForecaster, seasonal_naive
-from ..randomstate import kept_random_state, set_seed
-from ..train import check_count, check_fit_options, check_windows, evaluate, fit, predict, window_errors
+from ..randomstate import SEED_LIMIT, kept_random_state, set_seed
+from ..schedules import warmup_cosine as warmup_cosine  # lives in schedules; its old home
+from ..train import check_fit_options, check_windows, evaluate, fit, predict, window_errors
+from ..validation import check_bool, check_count, check_text
 from .results import NAIVE, RIDGE, Comparison, Entry, RunFailure, TrainingRecord
 
 __all__ = ["Trainable", "compare", "rescore", "warmup_cosine"]
 
 FIT_EPOCHS = inspect.signature(fit).parameters["epochs"].default      # fit's budget when none is given
-SEED_LIMIT = 2 ** 32                    # NumPy's seeds: 0 <= seed < 2**32
 SET_BY_COMPARE = {                      # fit options compare sets itself, and what to pass instead
     "seed": "compare seeds every run itself: pass seeds=... (a count or a list), not seed",
     "progress": "compare sets progress for every run: pass progress=... to compare",
     "device": "compare sets device for every model: pass device=... to compare",
 }
-
-
-def warmup_cosine(epochs: int, *, warmup: int = 1, floor: float = 0.05):
-    """A learning-rate multiplier per epoch for `fit(schedule=...)`: a linear warm-up over
-    ``warmup`` epochs, then a cosine from 1 down to ``floor`` at the last of ``epochs``
-    (so a short budget ends annealed rather than mid-stride). ``floor`` in (0, 1]: fit
-    refuses a learning rate of 0.
-
-    Math: ``m(e) = (e + 1) / (warmup + 1)`` for e < warmup, else
-    ``floor + (1 - floor) (1 + cos(pi (e - warmup) / (epochs - 1 - warmup))) / 2``.
-
-    >>> [round(warmup_cosine(4)(e), 3) for e in range(4)]
-    [0.5, 1.0, 0.525, 0.05]
-    """
-    epochs = check_count("epochs", epochs, least=1, what="the epoch budget")
-    warmup = check_count("warmup", warmup, least=0, what="epochs of linear warm-up")
-    if warmup >= epochs:
-        raise ValueError(f"warmup must be below epochs (warm-up epochs, then the cosine), got warmup "
-                         f"{warmup}, epochs {epochs}; pass warmup=0 for a one-epoch budget")
-    if isinstance(floor, bool) or not isinstance(floor, numbers.Real) or not 0.0 < floor <= 1.0:
-        raise ValueError(f"floor must be a number in (0, 1] (the last epoch's multiplier of lr), got "
-                         f"{floor!r}; 0 would make the last epoch's learning rate 0, which fit refuses: "
-                         "pass e.g. floor=0.05")
-
-    def multiplier(epoch: int) -> float:
-        if epoch < warmup:
-            return (epoch + 1) / (warmup + 1)
-        done = min(1.0, (epoch - warmup) / max(1, epochs - 1 - warmup))
-        return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * done))
-
-    return multiplier
 
 
 # --- what to compare ------------------------------------------------------------------------------
@@ -110,16 +80,19 @@ SEEDS_HELP = "seeds must be a count >= 1 or a list of distinct ints >= 0"
 
 
 def _seed_list(seeds) -> list:
-    """``seeds`` as a list: a count n gives 0..n-1; a list is kept (distinct ints in [0, 2**32))."""
+    """``seeds`` as a list: a count n gives 0..n-1; a list is kept (distinct ints in [0, 2**32)).
+    ``TypeError`` for what is neither an int nor a list of ints, ``ValueError`` for a count
+    below 1, a repeat, or a seed outside NumPy's range."""
     if isinstance(seeds, numbers.Integral) and not isinstance(seeds, bool):
         if seeds < 1:
             raise ValueError(f"{SEEDS_HELP}, got {int(seeds)}")
         return list(range(int(seeds)))
     if isinstance(seeds, float) and seeds.is_integer() and seeds >= 1:
-        raise ValueError(f"{SEEDS_HELP}, got {seeds!r}; pass seeds={int(seeds)}")
+        raise TypeError(f"{SEEDS_HELP}, got {seeds!r}; pass seeds={int(seeds)}")
     listed = list(seeds) if isinstance(seeds, (list, tuple, range)) else None
-    ints = listed and all(isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in listed)
-    if not ints or min(listed) < 0 or len(set(listed)) != len(listed):
+    if listed is None or not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in listed):
+        raise TypeError(f"{SEEDS_HELP}, got {seeds!r}")
+    if not listed or min(listed) < 0 or len(set(listed)) != len(listed):
         raise ValueError(f"{SEEDS_HELP}, got {seeds!r}")
     if max(listed) >= SEED_LIMIT:
         raise ValueError(f"seeds must be ints below 2**32 (NumPy's seed range), got {seeds!r}")
@@ -159,8 +132,7 @@ def _check_task(task) -> int:
 
 
 def _check_arguments(models, revin, naive_period, unit, progress, lookback) -> None:
-    if not isinstance(revin, bool):
-        raise TypeError(f"revin must be True or False (one setting for every model), got {revin!r}")
+    check_bool("revin", revin)
     if (not isinstance(models, dict) or not all(isinstance(m, Trainable) for m in models.values())
             or not all(isinstance(name, str) and name for name in models)):
         raise TypeError("models must be a dict of name -> Trainable(build, seeds=..., **fit_options), "
@@ -176,10 +148,8 @@ def _check_arguments(models, revin, naive_period, unit, progress, lookback) -> N
                              f"windows hold {lookback}; pass naive_period <= {lookback}, or "
                              "naive_period=None and show the naive of a task with longer windows "
                              "(book_task's test targets do not depend on the lookback)")
-    if unit is not None and not isinstance(unit, str):
-        raise TypeError(f"unit must be None or a str such as 'MW', got {type(unit).__name__} {unit!r}")
-    if not isinstance(progress, bool):
-        raise TypeError(f"progress must be True or False, got {type(progress).__name__} {progress!r}")
+    check_text("unit", unit, optional=True, example="'MW'")
+    check_bool("progress", progress)
 
 
 def _check_scaler(task, unit) -> None:

@@ -29,16 +29,11 @@ from dataclasses import dataclass, field
 
 import torch
 
+from . import present
+from .labels import BUDGET_STOPS, METRICS, NAIVE, RIDGE, STOP_LABELS
 from .paired import PairedTest, diebold_mariano
 
 __all__ = ["NAIVE", "RIDGE", "METRICS", "TrainingRecord", "RunFailure", "Entry", "Comparison"]
-
-NAIVE = "seasonal naive (weekly)"
-RIDGE = "ridge (closed form)"
-METRICS = {"mse": "test MSE", "mae": "test MAE", "mae_orig": "test MAE (unit)"}
-STOP_LABELS = {"converged": "converged", "epochs": "epoch budget", "time": "time budget",
-               "interrupted": "interrupted", "diverged": "diverged"}
-BUDGET_STOPS = ("epochs", "time", "interrupted")     # more training could change the result
 
 
 def check_metric(metric: str) -> str:
@@ -389,22 +384,16 @@ class Comparison:
 
     def rows(self, metric: str = "mse", reference: str | None = None) -> list:
         """The table as dicts (one per model), for a notebook that lays it out itself."""
-        from .present import rows
-
-        return rows(self, metric, reference)
+        return present.rows(self, metric, reference)
 
     def table(self, metric: str = "mse", reference: str | None = None, *,
               caption: str | None = None) -> None:
         """Show one row per model and a legend (a Markdown table in a notebook, with
         ``caption`` above it); ``reference`` (default: the ridge) is the row every paired
         difference is taken against. Numbers depend on the machine."""
-        from .present import table
-
-        table(self, metric, reference, caption=caption)
+        present.table(self, metric, reference, caption=caption)
 
     def plot(self, ax=None, metric: str = "mse"):
         """Seeds as dots (one row per trained model, the mean as a bar), baselines as
         vertical lines. Returns the axes."""
-        from .present import plot
-
-        return plot(self, ax, metric)
+        return present.plot(self, ax, metric)

@@ -15,15 +15,18 @@ from ..scaling import fit_power_law
 from ..units import format_bytes
 from ..validation import (
     check_distinct_positive_ints,
+    check_finite_tensors,
     check_nonnegative_int,
     check_positive_int,
     check_positive_number,
+    checked_finite,
 )
 from .clocks import time_call
 from .peaks import free_cuda, peak_memory
 from .throughput import dtype_name
 
 _OOM_ERRORS = (torch.cuda.OutOfMemoryError, MemoryError)
+STATUSES = ("ok", "skipped", "oom", "error", "interrupted")     # a sweep row's status
 
 
 def is_out_of_memory(err: BaseException) -> bool:
@@ -152,18 +155,25 @@ def cost_sweep(kernels, lengths, *, make_inputs=None, backward=False, reps=5,
     every model is evaluated at every length before anything runs: each must return a
     positive finite number.
 
+    Each point's inputs are checked finite once (a NaN or inf is an ``error`` row naming it),
+    then timed and measured inside `labsupport.validation.checked_finite`: the kernels' own
+    finite check, a reduction and on a GPU a synchronisation per call, is not their cost.
+
     A point that fails does not end the sweep: an out-of-memory error is recorded as
     ``oom`` (the wall is part of the lesson), any other error as ``error`` with its type and
     first line (``"TypeError: ..."``), and the kernel's longer lengths are then skipped
     (``"out of memory at L=..."``, ``"error at L=..."``); the points already measured and
-    the other kernels are kept. The summary line counts each outcome.
+    the other kernels are kept. Stop (KeyboardInterrupt, the notebook's Stop button) ends the
+    sweep and returns the rows measured so far, the point it cut and every point after it
+    marked ``interrupted``, as `labsupport.train.fit` and `labsupport.compare.compare` keep
+    what finished. The summary line (with ``progress``) counts each outcome.
 
     Returns one dict per (kernel, length): ``kernel``, ``length``, ``dtype`` (of the
     inputs, e.g. ``"float32"``), ``time_s`` (median), ``time_min``, ``time_max``,
     ``peak_bytes`` (measured; None where not measurable), ``model_bytes`` (None without a
     model), ``predicted_bytes`` (the prediction a skip rests on, else None), ``tflops``,
-    ``status`` (``ok``, ``oom``, ``error`` or ``skipped``) and ``note`` (why a point did
-    not run).
+    ``status`` (``ok``, ``oom``, ``error``, ``skipped`` or ``interrupted``) and ``note`` (why a
+    point did not run).
     """
     from tqdm.auto import tqdm
 
@@ -176,29 +186,48 @@ def cost_sweep(kernels, lengths, *, make_inputs=None, backward=False, reps=5,
     bytes_at, flops_at = _models_at(kernels, lengths, memory_models, flops)
     rows, bar = [], tqdm(total=len(kernels) * len(lengths), disable=not progress,
                          desc="cost sweep", leave=False)
-    for name, kernel in kernels.items():
-        stop, mine = None, []
-        for length in lengths:
-            bar.set_postfix_str(f"{name} L={length}")
-            row = _sweep_point(name, kernel, length, opts, bytes_at[name].get(length),
-                               flops_at[name].get(length), stop, mine)
-            if stop is None and row["status"] in ("oom", "error"):
-                stop = f"{'out of memory' if row['status'] == 'oom' else 'error'} at L={length}"
-            mine.append(row)
-            bar.update()
-        rows += mine
-    bar.close()
+    points = [(name, length) for name in kernels for length in lengths]
+    try:
+        for name, kernel in kernels.items():
+            stop, mine = None, []
+            for length in lengths:
+                bar.set_postfix_str(f"{name} L={length}")
+                row = _sweep_point(name, kernel, length, opts, bytes_at[name].get(length),
+                                   flops_at[name].get(length), stop, mine)
+                if stop is None and row["status"] in ("oom", "error"):
+                    stop = f"{'out of memory' if row['status'] == 'oom' else 'error'} at L={length}"
+                mine.append(row)
+                rows.append(row)
+                bar.update()
+    except KeyboardInterrupt:                             # Stop: keep what was measured, as fit does
+        free_cuda()
+        rows += _interrupted(points[len(rows):], bytes_at)
+    finally:
+        bar.close()
     if progress:
         print(_summary(rows))
     return rows
 
 
+def _interrupted(points, bytes_at) -> list[dict]:
+    """The rows of the points Stop cut (the first) or left unrun (the rest): status ``interrupted``."""
+    if not points:                                        # Stop came after the last point
+        return []
+    (name, length), rows = points[0], []
+    for i, (kernel, L) in enumerate(points):
+        note = f"not run: Stop pressed at {name} L={length}" if i else "Stop pressed while this point ran"
+        rows.append({**_empty_row(kernel, L, bytes_at[kernel].get(L)), "status": "interrupted", "note": note})
+    return rows
+
+
 def _summary(rows) -> str:
-    """``cost sweep: 4 of 6 points measured, 1 skipped, 0 out of memory, 1 error``."""
-    count = {status: sum(r["status"] == status for r in rows) for status in ("ok", "skipped", "oom", "error")}
+    """``cost sweep: 4 of 6 points measured, 1 skipped, 0 out of memory, 1 error`` (and
+    ``, 2 interrupted by Stop`` when Stop ended the sweep)."""
+    count = {status: sum(r["status"] == status for r in rows) for status in STATUSES}
     errors = f"{count['error']} error{'s' if count['error'] != 1 else ''}"
+    stopped = f", {count['interrupted']} interrupted by Stop" if count["interrupted"] else ""
     return (f"cost sweep: {count['ok']} of {len(rows)} points measured, {count['skipped']} skipped, "
-            f"{count['oom']} out of memory, {errors}")
+            f"{count['oom']} out of memory, {errors}{stopped}")
 
 
 def _check_kernels(kernels) -> None:
@@ -250,8 +279,8 @@ def _model_value(label: str, model, length: int, what: str) -> float:
         value = value.item()
     try:
         return check_positive_number(label, value)
-    except ValueError:
-        raise ValueError(f"{label}({length}) returned {value!r}; {what}, a positive finite number") from None
+    except (TypeError, ValueError) as err:          # the same kind of mistake, said of the model
+        raise type(err)(f"{label}({length}) returned {value!r}; {what}, a positive finite number") from None
 
 
 def _flops_for(flops, name):
@@ -280,12 +309,17 @@ def predict_peak(rows, length: int) -> int | None:
     return round(p2 * (length / l2) ** exponent)
 
 
+def _empty_row(name, length, model_bytes) -> dict:
+    """A row before its point is measured: nothing but its kernel, length and model."""
+    return dict(kernel=name, length=length, dtype=None, time_s=None, time_min=None, time_max=None,
+                peak_bytes=None, model_bytes=model_bytes, predicted_bytes=None, tflops=None,
+                status="ok", note="")
+
+
 def _sweep_point(name, kernel, length, opts: _Options, model_bytes, flop_count, stop, measured) -> dict:
     """One row: skipped (after the kernel's wall, or over the budget), or measured, or the
     error that stopped it (``oom``, ``error``)."""
-    row = dict(kernel=name, length=length, dtype=None, time_s=None, time_min=None, time_max=None,
-               peak_bytes=None, model_bytes=model_bytes, predicted_bytes=None, tflops=None,
-               status="ok", note="")
+    row = _empty_row(name, length, model_bytes)
     budget = opts.budget
     if stop is not None:
         return {**row, "status": "skipped", "note": stop}
@@ -298,7 +332,13 @@ def _sweep_point(name, kernel, length, opts: _Options, model_bytes, flop_count, 
                 "note": f"predicted {format_bytes(predicted)} > budget {format_bytes(budget)}"}
     try:
         inputs = opts.make_inputs(length)
-        timing, peak = _measure_point(kernel, inputs, opts)
+        if not isinstance(inputs, (tuple, list)):
+            raise TypeError(f"make_inputs({length}) must return a tuple of the kernel's positional inputs, "
+                            f"e.g. (q, k, v), got {type(inputs).__name__}")
+        check_finite_tensors({f"make_inputs({length})[{i}]": t for i, t in enumerate(inputs)},
+                             why="a sweep measures kernels on finite inputs")
+        with checked_finite():                            # checked once: the kernels' checks untimed
+            timing, peak = _measure_point(kernel, inputs, opts)
     except Exception as err:                              # recorded: the rows so far are kept
         free_cuda()
         if is_out_of_memory(err):

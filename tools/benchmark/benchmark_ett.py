@@ -105,13 +105,13 @@ from labsupport.data import (
     sha256_of,
 )
 from labsupport.models import LinearForecaster, PatchTransformer, seasonal_naive
+from labsupport.randomstate import SEED_LIMIT
 from labsupport.report import table
 from labsupport.train import SCHEDULES, evaluate, window_errors
 
 PROG = "python -m tools.benchmark.benchmark_ett"
 LOOKBACK, PATCH_LEN, STRIDE = 336, 16, 8
 HORIZONS = (96, 192, 336, 720)
-SEED_LIMIT = 2 ** 32                        # NumPy's seeds, which compare uses: 0 <= seed < 2**32
 DEFAULT_ROOT = Path.home() / ".cache" / "labsupport" / "ett"
 CITATION = ("Published: Nie et al., ICLR 2023 (arXiv:2211.14730), Table 3: PatchTST/42 (lookback 336) "
             "and DLinear (Zeng et al., AAAI 2023, lookback 336).")

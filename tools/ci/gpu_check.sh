@@ -181,7 +181,7 @@ budget=()
 [ -z "$PREVIOUS" ] || budget+=(--budget-previous "$PREVIOUS")
 # nbval and the report alone: pytest plugins that the machine's image brings are not loaded
 PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 "$PY" -m pytest -c "$ROOT/pyproject.toml" --rootdir "$ROOT" \
-    -p nbval.plugin -p no:cacheprovider -p tools.ci.nbval_report --report-dir "$OUT" \
+    -p nbval.plugin -p no:cacheprovider -p tools.ci.nbval_report.plugin --report-dir "$OUT" \
     "${budget[@]}" "${NOTEBOOKS[@]}" 2>&1 | tee "$OUT/pytest.log" || true   # the report says what passed
 [ -f "$OUT/report.json" ] || fail "nbval wrote no report (see $OUT/pytest.log)"
 

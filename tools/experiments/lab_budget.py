@@ -1,14 +1,12 @@
-"""The lab's Step 3 and Step 5 training, as the notebook runs them with a profile (default:
-cpu) and torch's own thread count: wall time of each part, to check the lab against its
-5-minute budget on a quiet 2-core machine. The PatchTransformers run without
-attention-weight dropout (``attn_dropout=0.0``), as the notebook's: linear attention cannot
-apply it, and on a CPU it keeps the fused SDPA kernel.
+"""The lab's training as the notebook runs it with a profile (default: cpu), one part at a time:
+wall time of each, to check the lab against its budget (one thread, as CI runs it).
 
-    python -m tools.experiments.lab_budget                 # every part
-    python -m tools.experiments.lab_budget --parts patch   # one part
+    OMP_NUM_THREADS=1 python -m tools.experiments.lab_budget                # every part
+    OMP_NUM_THREADS=1 python -m tools.experiments.lab_budget --parts linear
 
-Parts: patch (PatchTransformer), dlinear, gru, tcn (Step 3, with ridge and weekly naive)
-and linear (Step 5: linear attention, the same configuration as the PatchTransformer).
+Parts: day and week (Step 3's races, `labsupport.racers` at their `SIZES`), ablations (the
+shuffle test's Transformers without encoding and/or mask), linear (Step 5: linear attention,
+a day ahead).
 """
 from __future__ import annotations
 
@@ -17,52 +15,44 @@ import time
 
 import torch
 
-from labsupport import profile
-from labsupport.compare import Trainable, compare, warmup_cosine
+from labsupport import profile, racers
+from labsupport.compare import Trainable, compare
 from labsupport.data import HORIZON, LOOKBACK, book_task
-from labsupport.models import GRUForecaster, LinearForecaster, PatchTransformer, TCNForecaster
-
-SIZES = dict(lookback=LOOKBACK, horizon=HORIZON)
 
 
-def lab_models(P):
-    """The proposed Step 3 (and Step 5) models and their own training options."""
-    rnn = dict(seeds=P.lab_rnn_seeds, lr=1e-2, batch_size=256)
+def parts(P) -> dict:
+    """part -> (horizon, {name: Trainable}, seeds), as the lab trains them."""
+    def racer(name, horizon, **options):
+        return Trainable(lambda revin: racers.build(name, lookback=LOOKBACK, horizon=horizon,
+                                                    width=racers.SIZES[horizon].get(name),
+                                                    revin=revin, **options))
+    ablations = {"no encoding, no mask": dict(pos_encoding="none", causal=False),
+                 "mask only": dict(pos_encoding="none"), "encoding only": dict(causal=False)}
     return {
-        "patch": ("PatchTransformer", Trainable(
-            lambda revin: PatchTransformer(**SIZES, dropout=0.1, attn_dropout=0.0, revin=revin),
-            seeds=P.lab_seeds)),
-        "dlinear": ("DLinear", Trainable(
-            lambda revin: LinearForecaster(**SIZES, revin=revin), seeds=P.lab_seeds, epochs=20,
-            **LinearForecaster.FIT_OPTIONS)),
-        "gru": ("GRU", Trainable(
-            lambda revin: GRUForecaster(**SIZES, hidden=P.lab_gru_hidden, revin=revin), **rnn)),
-        "tcn": ("TCN", Trainable(
-            lambda revin: TCNForecaster(**SIZES, hidden=P.lab_tcn_hidden, revin=revin), **rnn)),
-        "linear": ("linear attention", Trainable(
-            lambda revin: PatchTransformer(**SIZES, dropout=0.1, attn_dropout=0.0, kernel="linear",
-                                           revin=revin),
-            seeds=P.lab_linear_seeds)),
+        "day": (HORIZON, {n: racer(n, HORIZON) for n in racers.NAMES}, P.lab_seeds),
+        "week": (168, {n: racer(n, 168) for n in racers.NAMES}, P.lab_seeds),
+        "ablations": (HORIZON, {k: racer("PatchTransformer", HORIZON, **o) for k, o in ablations.items()},
+                      P.lab_ablation_seeds),
+        "linear": (HORIZON, {"linear attention": racer("PatchTransformer", HORIZON, kernel="linear")},
+                   P.lab_linear_seeds),
     }
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="cpu")
-    parser.add_argument("--parts", nargs="+", default=["patch", "dlinear", "gru", "tcn", "linear"])
+    parser.add_argument("--parts", nargs="+", default=["day", "week", "ablations", "linear"])
     args = parser.parse_args()
     P = profile.current(args.profile)
-    print(f"{P}, {torch.get_num_threads()} threads")
+    torch.set_num_threads(1)
     started = time.perf_counter()
-    task = book_task(train_stride=P.lab_train_stride)
-    print(f"data: {time.perf_counter() - started:.1f} s; {task}")
-    models = lab_models(P)
+    table = parts(P)
     for part in args.parts:
-        name, spec = models[part]
+        horizon, models, seeds = table[part]
         t0 = time.perf_counter()
-        result = compare(task, {name: spec}, revin=True, epochs=P.lab_max_epochs, patience=3,
-                         lr=2e-3, batch_size=128, schedule=warmup_cosine(P.lab_max_epochs),
-                         device=P.device, progress=False)
+        task = book_task(train_stride=P.lab_train_stride, horizon=horizon)
+        result = compare(task, models, revin=True, seeds=seeds, epochs=P.lab_max_epochs, patience=3,
+                         lr=2e-3, batch_size=128, schedule="plateau", device=P.device, progress=False)
         print(f"\n== {part}: {time.perf_counter() - t0:.0f} s wall")
         result.table()
     print(f"\nall parts: {time.perf_counter() - started:.0f} s")
