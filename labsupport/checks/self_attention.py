@@ -198,8 +198,7 @@ def score_matrix_bytes(fn, draw):
                  lambda b, h, L, dt: b * h * L * L * 4)]
     judge(outputs, cases, reference.score_matrix_bytes, compared="batch * heads * L * L * element size",
           same=lambda a, b: a == b, mistakes=mistakes)
-    return (f"batch * heads * L * L * element size, on {len(cases)} sizes for float16, bfloat16, float32 "
-            "and float64")
+    return f"on {len(cases)} sizes, for float16, bfloat16, float32 and float64"
 
 
 def _split_cases(draw) -> list[Case]:
@@ -298,9 +297,7 @@ def predicted_peak(fn, draw):
         measured, where = [naive_peak_model(*case.args) for case in cases], "the byte model"
     near = lambda a, b: abs(a / b - 1) <= PEAK_TOLERANCE                                # noqa: E731
     if all(near(g, m) for g, m in zip(guesses, measured)):
-        return (f"your predictions are within {PEAK_TOLERANCE:.0%} of {where} for {len(cases)} sizes: "
-                "the scores and their softmax, two (B, H, L, L) float32 matrices, are alive together, "
-                "then the output")
+        return f"your predictions are within {PEAK_TOLERANCE:.0%} of {where} for {len(cases)} sizes"
     matrix = lambda B, H, L, d: B * H * L * L * 4                                      # noqa: E731
     mistakes = [("that is one (B, H, L, L) float32 matrix; naive attention holds two at once: the scores "
                  "are still alive while softmax writes the weights", matrix),
