@@ -65,8 +65,8 @@ def feed_forward(fn, draw):
     judge(outputs, cases, lambda x, w1, b1, w2, b2: lin(torch.relu(lin(x, w1, b1)), w2, b2),
           compared="relu(x W1^T + b1) W2^T + b2", mistakes=mistakes,
           properties=[_depends_only_on_its_position(fn)])
-    return (f"relu(x W1^T + b1) W2^T + b2, the same MLP at every position, on {len(cases)} sizes "
-            "(d_ff above, below and equal to d)")
+    return (f"on {len(cases)} sizes (d_ff above, below and equal to d), each position's output "
+            "depending on that position alone")
 
 
 def _trained_looking(block, g) -> None:
