@@ -66,8 +66,6 @@ GLUED = "\u27e8glued\u27e9"           # what a {glue:...} role reads as here
 ALLOWED: dict[tuple[str, str], str] = {
     ("12_5_efficient_attention", "0.99"):
         "a setting: the decay gamma = 0.99 that Exercise 12.5.3 asks about",
-    ("12_2_transformer", "95%"):
-        "a setting: the comparison protocol's 95% paired interval, which its table's legend names",
 }
 
 NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"

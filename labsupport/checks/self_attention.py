@@ -73,8 +73,8 @@ def attention_weights(fn, draw):
     judge(outputs, cases, reference.attention_weights, compared="softmax(q k^T / sqrt(d)) over the keys",
           mistakes=mistakes, properties=[_rows_sum_to_one])
     widths = sorted({case.args[0].shape[-1] for case in cases})
-    return (f"weights equal softmax(q k^T / sqrt(d)) over the keys on {len(cases)} inputs: L != S, "
-            f"L = 1, S = 1, head widths {widths[0]} and {widths[-1]}")
+    return (f"on {len(cases)} inputs: L != S, L = 1, S = 1, head widths {widths[0]} and "
+            f"{widths[-1]}")
 
 
 def _causal_reference(q, k, v):
@@ -158,8 +158,7 @@ def causal_attention(fn, draw):
                  lambda q, k, v: _masked(q, k, v, tril(q), scale=1 / q.shape[-1]))]
     judge(outputs, cases, _causal_reference, compared="softmax(masked q k^T / sqrt(d)) @ v",
           mistakes=mistakes, properties=[_weights_pattern])
-    return (f"no weight on the future, rows sum to one, and the output equals the masked softmax "
-            f"times v on {len(cases)} inputs (L = 1 among them, dv != d)")
+    return f"on {len(cases)} inputs (L = 1 among them, dv != d)"
 
 
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -198,8 +197,7 @@ def score_matrix_bytes(fn, draw):
                  lambda b, h, L, dt: b * h * L * L * 4)]
     judge(outputs, cases, reference.score_matrix_bytes, compared="batch * heads * L * L * element size",
           same=lambda a, b: a == b, mistakes=mistakes)
-    return (f"batch * heads * L * L * element size, on {len(cases)} sizes for float16, bfloat16, float32 "
-            "and float64")
+    return f"on {len(cases)} sizes, for float16, bfloat16, float32 and float64"
 
 
 def _split_cases(draw) -> list[Case]:
@@ -250,8 +248,7 @@ def split_heads(fn, draw):
                    + _where_from(outputs[first], right(*cases[first].args), cases[first]))
     judge(outputs, cases, right, compared="x.view(B, L, H, hd).transpose(1, 2)", same=torch.equal,
           mistakes=mistakes)
-    return (f"(B, L, H * hd) -> (B, H, L, hd) on {len(cases)} sizes, each head reading its own slice "
-            "of every position")
+    return f"on {len(cases)} sizes, every element in its head's place"
 
 
 @functools.lru_cache(maxsize=None)
@@ -298,9 +295,7 @@ def predicted_peak(fn, draw):
         measured, where = [naive_peak_model(*case.args) for case in cases], "the byte model"
     near = lambda a, b: abs(a / b - 1) <= PEAK_TOLERANCE                                # noqa: E731
     if all(near(g, m) for g, m in zip(guesses, measured)):
-        return (f"your predictions are within {PEAK_TOLERANCE:.0%} of {where} for {len(cases)} sizes: "
-                "the scores and their softmax, two (B, H, L, L) float32 matrices, are alive together, "
-                "then the output")
+        return f"your predictions are within {PEAK_TOLERANCE:.0%} of {where} for {len(cases)} sizes"
     matrix = lambda B, H, L, d: B * H * L * L * 4                                      # noqa: E731
     mistakes = [("that is one (B, H, L, L) float32 matrix; naive attention holds two at once: the scores "
                  "are still alive while softmax writes the weights", matrix),

@@ -65,8 +65,8 @@ def feed_forward(fn, draw):
     judge(outputs, cases, lambda x, w1, b1, w2, b2: lin(torch.relu(lin(x, w1, b1)), w2, b2),
           compared="relu(x W1^T + b1) W2^T + b2", mistakes=mistakes,
           properties=[_depends_only_on_its_position(fn)])
-    return (f"relu(x W1^T + b1) W2^T + b2, the same MLP at every position, on {len(cases)} sizes "
-            "(d_ff above, below and equal to d)")
+    return (f"on {len(cases)} sizes (d_ff above, below and equal to d), each position's output "
+            "depending on that position alone")
 
 
 def _trained_looking(block, g) -> None:
@@ -129,8 +129,7 @@ def pre_norm_block(fn, draw):
                      lambda x, a, f, n1, n2: x + a(n1(x)) + f(n2(x)))]
         judge(outputs, cases, _pre_norm, compared="x + attn(norm1(x)), then + ff(norm2(x))",
               mistakes=mistakes)
-    return (f"x + attn(norm1(x)), then + ff(norm2(x)): the pre-norm block, on {len(cases)} blocks whose "
-            "two LayerNorms differ")
+    return f"on {len(cases)} blocks whose two LayerNorms differ, each norm in its place"
 
 
 class _Mixer(nn.Module):
@@ -240,9 +239,7 @@ def heads_peak_ratio(fn, draw):
     if guess <= 0:
         raise Hint("a ratio of two peaks is a positive number: peak with 4 heads / peak with 1 head")
     if near(ratio):
-        return (f"your prediction is within {HEADS_TOLERANCE:.0%} of {where}: the projections are "
-                "the same for any number of heads, but each head keeps its own L x L scores and "
-                "softmax weights")
+        return f"your prediction is within {HEADS_TOLERANCE:.0%} of {where}"
     if near(1):
         raise Hint("the q, k, v projections are indeed the same for any number of heads, but each "
                    "head keeps its own (B, L, L) score matrix and its softmax weights: 4 heads hold "
@@ -295,5 +292,4 @@ def block_parameters(fn, draw):
                  lambda d, h, f: right(d, h, f) - (d * d + d))]
     judge(outputs, cases, _block_count, compared="the parameters of TransformerBlock(d_model, n_heads, d_ff)",
           same=same_number, mistakes=mistakes)
-    return (f"4 (d^2 + d) attention + 2 d d_ff + d_ff + d MLP + 4 d LayerNorm, independent of the heads, "
-            f"on {len(cases)} sizes")
+    return f"the count of TransformerBlock's parameters, on {len(cases)} sizes and numbers of heads"

@@ -33,7 +33,12 @@ class Sizes:
     every n-th training window; epochs are budgets that early stopping ends first."""
 
     # 12.1 self-attention
-    bottleneck_steps: int                 # training steps of the recall demo
+    # 12.1: the encoder-decoder with one context vector or with attention (Chapter 10's seq2seq
+    # on 4-hour tokens), one comparison per input length, every run ended by early stopping
+    bottleneck_hours: tuple[int, ...]     # the input lengths compared
+    bottleneck_train_stride: int
+    bottleneck_seeds: int
+    bottleneck_max_epochs: int
     bill_lengths: tuple[int, ...]         # naive attention's bill (one head of 64, float32)
     # 12.2 the Transformer block and the book's forecaster (labsupport.compare)
     heads_epochs: int                     # the lag readers (one head, four heads), trained on the CPU
@@ -122,8 +127,12 @@ LAB_TRAINING = MappingProxyType(dict(
 
 # ``cpu``: a 2-core laptop, minutes per notebook.
 CPU = Sizes(
-    # 12.1
-    bottleneck_steps=300,
+    # 12.1: trained on the CPU in every profile, so that the checked claims read the same runs;
+    # every run ends by early stopping (the plateau schedule) well inside the budget
+    bottleneck_hours=(24, 72, 168, 336),
+    bottleneck_train_stride=12,
+    bottleneck_seeds=3,
+    bottleneck_max_epochs=60,
     bill_lengths=(1024, 2048, 4096, 8192),
     # 12.2 with the comparison protocol (tools/experiments/README.md, heads_12_2.py,
     # layernorm_12_2.py). The lag readers train on the CPU in every profile, on the same windows
@@ -132,8 +141,8 @@ CPU = Sizes(
     heads_epochs=40,                      # early stopping ends it first (10-17 epochs)
     heads_train_stride=3,
     heads_seeds=3,
-    deep_steps=120,
-    deep_seeds=2,
+    deep_steps=60,                        # a short budget the text's claims are about
+    deep_seeds=3,
     # the forecaster: width 32 on every 2nd training window converges in 8-11 epochs
     # (tools/experiments/README.md, 12.2)
     forecaster_width=32,
@@ -194,11 +203,14 @@ CPU = Sizes(
 # card from 12 GB up (small models, batches of at most a few hundred windows). The rest, its
 # sweeps, are sized for the card (`labsupport.profile.sizing`).
 GPU_FIXED = MappingProxyType(dict(
-    bottleneck_steps=1500,
+    bottleneck_hours=(24, 72, 168, 336),  # as the cpu profile's: trained on the CPU
+    bottleneck_train_stride=12,
+    bottleneck_seeds=3,
+    bottleneck_max_epochs=60,
     heads_epochs=40,                      # as the cpu profile's: the readers train on the CPU
     heads_train_stride=3,
     heads_seeds=3,
-    deep_steps=120,
+    deep_steps=60,                        # as the cpu profile's: the claims are about this budget
     deep_seeds=3,
     forecaster_width=64,                  # the book's default forecaster, on every window
     forecaster_train_stride=1,
@@ -244,7 +256,8 @@ GPU_FIXED = MappingProxyType(dict(
 # length the cpu profile measures too, without the cpu sweeps' longest, costliest points.
 SMOKE = replace(
     CPU,
-    bottleneck_steps=30,
+    bottleneck_hours=(24, 168, 336), bottleneck_train_stride=48, bottleneck_seeds=2,
+    bottleneck_max_epochs=2,
     bill_lengths=(2048, 4096, 8192),
     heads_epochs=1, heads_seeds=1, heads_train_stride=16, deep_steps=10, deep_seeds=1,
     # warmup_cosine needs 2 epochs: a warm-up epoch and one more
