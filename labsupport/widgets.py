@@ -375,7 +375,8 @@ def attention_explorer(series, weights, *, queries=None, live: bool = False, sho
     ``figure_options``).
 
     Static (the default): every head for the queries in ``queries`` (default: up to 6
-    evenly spaced, the first and the last among them), precomputed. ``live=True``: the
+    evenly spaced, the first and the last among them, fewer with more than 6 heads),
+    precomputed. ``live=True``: the
     ipywidgets version, every query (needs a live kernel). ``show=False`` returns the
     `Explorer` instead of displaying it.
     """
@@ -383,7 +384,8 @@ def attention_explorer(series, weights, *, queries=None, live: bool = False, sho
     if live:
         return _live_attention_explorer(series, weights, n_heads, n_queries, **figure_options)
     if queries is None:
-        queries = sorted({int(q) for q in np.linspace(0, n_queries - 1, min(n_queries, 6)).round()})
+        count = max(2, min(n_queries, 6, MAX_FRAMES // n_heads))
+        queries = sorted({int(q) for q in np.linspace(0, n_queries - 1, count).round()})
     queries = [int(q) for q in queries]
     offset = figure_options.get("query_offset")
     at = len(np.asarray(series).reshape(-1)) if offset is None else offset
@@ -476,8 +478,8 @@ def cost_figure(sources, *, metric: str = "time_s", kernels=None):
 def cost_explorer(sources, *, live: bool = False, show: bool = True):
     """Choose the metric and the kernels of saved sweeps; the plot follows (`cost_figure`).
 
-    Static (the default): each metric with all kernels, or with one kernel alone,
-    precomputed. ``live=True``: the ipywidgets version, any set of kernels (needs a live
+    Static (the default): each metric with all kernels, or with one kernel alone (the
+    first 12 kernels), precomputed. ``live=True``: the ipywidgets version, any set of kernels (needs a live
     kernel). ``show=False`` returns the `Explorer` instead of displaying it.
     """
     records = _sweeps(sources)
@@ -488,9 +490,10 @@ def cost_explorer(sources, *, live: bool = False, show: bool = True):
     def draw(metric, kernels):
         return cost_figure(records, metric=metric, kernels=names if kernels == _ALL else [kernels])
 
+    alone = names[:MAX_FRAMES // len(METRICS) - 1]              # each kernel alone, as many as fit
     controls = [dict(name="metric", label="metric", values=list(METRICS), labels=list(METRICS.values())),
-                dict(name="kernels", label="kernels", values=[_ALL, *names],
-                     labels=["all", *(f"{n} alone" for n in names)])]
+                dict(name="kernels", label="kernels", values=[_ALL, *alone],
+                     labels=["all", *(f"{n} alone" for n in alone)])]
     machines = ", ".join(dict.fromkeys(rec.get("device", "?") for rec in records))
     explorer = _explorer(
         "Cost explorer", controls, draw,

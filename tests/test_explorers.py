@@ -184,8 +184,11 @@ def test_bytes_and_seconds_within_budget(name, explorers):
 @pytest.mark.parametrize("name", NAMES)
 def test_nothing_is_fetched_and_the_text_form_is_short(name, explorers):
     explorer = explorers[name]
-    assert not re.search(r"https?:|//[a-z]", explorer.html, flags=re.I), "a URL in the explorer"
-    assert not re.search(r"\b(fetch|XMLHttpRequest|import)\s*\(|<script[^>]*\bsrc=|<link\b", explorer.html)
+    page = re.sub(r"[A-Za-z0-9+/=]{200,}", "PNG", explorer.html)      # the frames' base64 text
+    assert not re.search(r"https?:|//|\bwww\.", page, flags=re.I), "a URL in the explorer"
+    sources = re.findall(r'\b(?:src|href)\s*=\s*"([^"]*)"', page)     # the <img>'s, and the script's
+    assert sources and all(u.startswith("data:image/png;base64,") for u in sources), sources
+    assert not re.search(r"\b(fetch|XMLHttpRequest|import)\s*\(|<script[^>]*\bsrc=|<link\b", page)
     bundle = explorer._repr_mimebundle_()
     assert set(bundle) == {"text/html", "text/plain"}
     assert bundle["text/plain"] == explorer.text == repr(explorer)
@@ -201,14 +204,13 @@ def test_two_explorers_on_one_page_have_their_own_ids(explorers, inputs):
     assert again.html.count(again.element_id) == 2              # the element and its script's lookup
 
 
-def test_called_in_a_notebook_it_shows_itself_once():
-    from IPython.utils.capture import capture_output
-
-    with capture_output() as captured:
-        assert widgets.encoding_explorer() is None             # so `encoding_explorer();` shows it
-    (output,) = captured.outputs
-    assert set(output.data) == {"text/html", "text/plain"}
-    assert output.data["text/plain"].startswith("Encoding explorer")
+def test_called_in_a_notebook_it_shows_itself_once(monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda *objects, **options: shown.extend(objects))
+    assert widgets.encoding_explorer() is None                  # so `encoding_explorer();` shows it
+    (output,) = shown
+    assert set(output._repr_mimebundle_()) == {"text/html", "text/plain"}
+    assert output.text.startswith("Encoding explorer")
 
 
 def test_live_returns_the_ipywidgets_version(inputs):
@@ -217,6 +219,16 @@ def test_live_returns_the_ipywidgets_version(inputs):
     live = widgets.attention_explorer(series, weights, live=True, **EXPLORE)
     controls = {c.description: c for c in live.widget.children[:-1]}
     assert controls["query"].max == 23 and list(controls["head"].options) == [0, 1, 2, 3]
+
+
+def test_more_heads_or_kernels_offer_fewer_values_within_the_frame_cap(inputs, monkeypatch):
+    monkeypatch.setattr(widgets, "MAX_FRAMES", 16)
+    series, weights = inputs["attention"]
+    eight_heads = torch.cat([weights, weights.flip(0)])                          # (8, 24, 192)
+    attention = widgets.attention_explorer(series, eight_heads, show=False, **EXPLORE)
+    assert [c["values"] for c in attention.controls] == [[0, 23], list(range(8))]
+    cost = widgets.cost_explorer([inputs["cost"]], show=False)
+    assert cost.controls[1]["values"] == ["(all)", *KERNELS[:4]] and len(cost.frames) == 15
 
 
 def test_too_many_frames_are_refused(inputs):
@@ -342,3 +354,104 @@ def test_in_chromium_without_scripts_the_default_figure_shows_and_no_control(chr
     assert [s["controls"] for s in state] == [[]] * len(order)          # no control that does nothing
     assert all(s["complete"] and s["ready"] is None for s in state)
     assert [base64.b64decode(s["src"].split(",", 1)[1]) for s in state] == [e.default_png for e in order]
+
+
+# --- in JupyterLab ----------------------------------------------------------------------
+
+def _notebook(path: Path, explorers: list, *, data_dir: Path | None) -> None:
+    """A notebook whose cells' outputs are these explorers, signed (trusted) with the secret
+    under ``data_dir``, or not signed."""
+    import nbformat
+    from nbformat.sign import NotebookNotary
+
+    cells = []
+    for k, explorer in enumerate(explorers, start=1):
+        cell = nbformat.v4.new_code_cell("explorer();", execution_count=k)
+        cell.outputs = [nbformat.v4.new_output("display_data", data=explorer._repr_mimebundle_())]
+        cells.append(cell)
+    nb = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": {
+        "name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
+    if data_dir is not None:
+        NotebookNotary(data_dir=str(data_dir)).sign(nb)
+    nbformat.write(nb, path)
+
+
+@pytest.fixture(scope="module")
+def jupyterlab(explorers, chromium, tmp_path_factory):
+    """A JupyterLab server on a loopback port over two notebooks holding the encoding and
+    cost explorers: trusted.ipynb (signed, as a notebook the reader ran is) and
+    untrusted.ipynb (as one opened from a download); its URL."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    if importlib.util.find_spec("jupyterlab") is None:
+        _unavailable("JupyterLab is not installed (pip install -r requirements-instructor.txt)")
+    home = tmp_path_factory.mktemp("jupyterlab")
+    root, data = home / "root", home / "data"
+    root.mkdir()
+    data.mkdir()
+    chosen = [explorers["encoding"], explorers["cost"]]
+    _notebook(root / "trusted.ipynb", chosen, data_dir=data)
+    _notebook(root / "untrusted.ipynb", chosen, data_dir=None)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "JUPYTER_DATA_DIR": str(data), "JUPYTER_CONFIG_DIR": str(home / "config"),
+           "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(home / "ws")}
+    log = open(home / "server.log", "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
+         f"--ServerApp.port={port}", "--IdentityProvider.token=", "--ServerApp.password=",
+         f"--ServerApp.root_dir={root}"], stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab", timeout=2):
+                    break
+            except OSError as err:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"JupyterLab did not answer on port {port}: "
+                                       f"see {home / 'server.log'}") from err
+                time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+def test_in_jupyterlab_a_trusted_explorer_responds_and_an_untrusted_one_shows_its_figure(
+        chromium, jupyterlab, explorers):
+    from cdp import Browser
+
+    outputs = "document.querySelectorAll('.jp-OutputArea-output img').length === 2"
+    with Browser(chromium) as page:
+        page.goto(f"{jupyterlab}/lab/tree/trusted.ipynb?reset", ready=outputs, seconds=120)
+        page.wait_for("document.querySelectorAll('.lab-explorer[data-ready]').length === 2", seconds=30)
+        cost = explorers["cost"]
+        page.evaluate(_set(1, "metric", 1))
+        frame = cost.table["1," + cost.default.split(",")[1]]
+        assert page.evaluate(STATE % 1)["frame"] == str(frame)
+        assert base64.b64decode(page.evaluate(STATE % 1)["src"].split(",", 1)[1]) == cost.frames[frame]
+
+        page.goto(f"{jupyterlab}/lab/tree/untrusted.ipynb?reset", ready=outputs, seconds=120)
+        page.pump(2)
+        seen = page.evaluate("Array.from(document.querySelectorAll('.jp-OutputArea-output'))"
+                             ".map(function (o) { var i = o.querySelector('img');"
+                             " return {src: i.getAttribute('src'),"
+                             " complete: i.complete && i.naturalWidth > 0,"
+                             " controls: o.querySelectorAll('select, input').length}; })")
+        assert [s["controls"] for s in seen] == [0, 0]               # no control that does nothing
+        assert all(s["complete"] for s in seen)
+        assert [base64.b64decode(s["src"].split(",", 1)[1]) for s in seen] == [
+            explorers["encoding"].default_png, cost.default_png]
+        host = urlsplit(jupyterlab).netloc
+        away = [u for u in page.requests if not u.startswith(("data:", "ws:")) and urlsplit(u).netloc != host]
+        assert away == [], f"requests that left JupyterLab: {away}"
