@@ -44,8 +44,9 @@ pytestmark = pytest.mark.slow
 
 REQUIRED = os.environ.get("REQUIRE_BROWSER") == "1"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-# What each explorer may add to its page and its notebook (measured: about 0.71 MB, 0.49 MB
-# and 0.25 MB), and the time it may take to draw on one core (measured: about 5, 8 and 5 s).
+# What each explorer may add to its page and its notebook (measured at these sizes: 0.48 MB,
+# 0.53 MB and 0.20 MB), and the time it may take to draw on one core (measured: 5-6, 8-10 and
+# 5-8 s, beside another job on the other core).
 BUDGET_BYTES = {"attention": 900_000, "encoding": 650_000, "cost": 350_000}
 BUDGET_SECONDS = 20
 # 12.2's call: attention_explorer(history_mw, w_day[0], **explore)
