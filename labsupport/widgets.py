@@ -1,5 +1,13 @@
-"""Interactive explorers for a live kernel (ipywidgets, imported only when called), each
-built on a plain figure function that the book also shows statically.
+"""Explorers that work without a kernel, each built on a plain figure function that the
+book also shows statically.
+
+An explorer is one self-contained HTML output (`Explorer`): the figure function's output
+for the default setting as an ``<img>`` (a base64 PNG: it shows wherever HTML does, with
+no script: GitHub, nbviewer, an untrusted notebook), and a small inline script, with no
+library and nothing fetched, that builds the controls and swaps the image among frames
+precomputed in the run, one per value each control offers. The text form is a one-line
+description. ``live=True`` returns the ipywidgets version instead (a live kernel: any
+value, not only the precomputed ones).
 
 - `attention_figure` / `attention_explorer`: one head's weights for one query, drawn
   under the stretch of the series that the keys read;
@@ -13,6 +21,14 @@ built on a plain figure function that the book also shows statically.
 True
 """
 from __future__ import annotations
+
+import base64
+import html
+import io
+import itertools
+import json
+import uuid
+from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -32,6 +48,186 @@ def _require_ipywidgets():
         raise ImportError("the explorers need ipywidgets: pip install ipywidgets "
                           "(the static figures need nothing more)") from err
     return ipywidgets
+
+
+# --- the static explorer: precomputed frames, plain HTML controls, a small script -----
+
+FRAME_DPI = 72            # the frames' resolution: legible in the page, a few dozen per explorer
+FRAME_COLORS = 128        # each frame is stored with a palette of this many colours (3-4x smaller)
+MAX_FRAMES = 40           # a larger grid is refused: offer fewer values instead
+SAVEFIG = dict(format="png", dpi=FRAME_DPI, metadata={"Software": None})
+
+
+def figure_png(fig) -> bytes:
+    """A figure as the explorers store their frames: saved with `SAVEFIG` (the book's
+    figures lay themselves out: no tight box, one draw), reduced to `FRAME_COLORS` colours
+    and written as an optimised PNG. Closes the figure, so that an inline backend does not
+    draw it again under the cell."""
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    try:
+        fig.savefig(buffer, **SAVEFIG)
+    finally:
+        plt.close(fig)
+    image = Image.open(buffer).convert("RGB").quantize(
+        colors=FRAME_COLORS, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
+    out = io.BytesIO()
+    image.save(out, format="png", optimize=True)
+    return out.getvalue()
+
+
+@dataclass
+class Explorer:
+    """One explorer as a self-contained output: ``html`` (the default frame as an <img>,
+    the controls and the script that swaps the frames), ``text`` (its plain-text form),
+    ``frames`` (PNG bytes, each once), ``table`` (control indices joined by "," -> frame),
+    ``controls`` (name, label and the values each offers) and ``seconds`` (the time it took
+    to draw). Displayed in a notebook it is its HTML; ``nbytes`` is what it adds to a page."""
+    html: str
+    text: str
+    frames: list
+    table: dict
+    controls: list
+    default: str
+    seconds: float = 0.0
+    element_id: str = field(default="")
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.html.encode())
+
+    @property
+    def default_png(self) -> bytes:
+        return self.frames[self.table[self.default]]
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return {"text/html": self.html, "text/plain": self.text}
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+# The script: no library, nothing fetched. It finds its explorer by id (the element just
+# before it, as Altair's HTML output does, else by id: JupyterLab, Colab, VS Code and the
+# book all run it where the output is trusted), builds one control per entry, and on each
+# change looks up the frame of the chosen values.
+_SCRIPT = """(function () {
+  var D = %(data)s, s = document.currentScript;
+  function start(tries) {
+    var root = s && s.previousElementSibling;
+    if (!root || root.id !== D.id) root = document.getElementById(D.id);
+    if (!root) { if (tries < 50) setTimeout(function () { start(tries + 1); }, 100); return; }
+    if (root.getAttribute("data-ready")) return;
+    var img = root.querySelector("img"), box = root.querySelector(".lab-explorer-controls");
+    var inputs = [];
+    function update() {
+      var key = inputs.map(function (c) { return c.value; }).join(",");
+      var k = D.table[key];
+      img.src = "data:image/png;base64," + D.frames[k];
+      img.alt = D.alts[key];
+      img.setAttribute("data-frame", k);
+      inputs.forEach(function (c, i) { if (c.out) c.out.textContent = D.controls[i].labels[c.value]; });
+    }
+    D.controls.forEach(function (c) {
+      var label = document.createElement("label"), input;
+      label.style.marginRight = "1.5em";
+      label.appendChild(document.createTextNode(c.label + " "));
+      if (c.kind === "range") {
+        input = document.createElement("input");
+        input.type = "range"; input.min = 0; input.max = c.labels.length - 1; input.step = 1;
+        input.out = document.createElement("output");
+        input.out.style.marginLeft = "0.4em";
+      } else {
+        input = document.createElement("select");
+        c.labels.forEach(function (text, i) {
+          var o = document.createElement("option"); o.value = i; o.textContent = text;
+          input.appendChild(o);
+        });
+      }
+      input.name = c.name;
+      input.value = c.start;
+      input.addEventListener("input", update);
+      input.addEventListener("change", update);
+      label.appendChild(input);
+      if (input.out) label.appendChild(input.out);
+      box.appendChild(label);
+      inputs.push(input);
+    });
+    box.style.margin = "0.3em 0";
+    root.querySelector(".lab-explorer-note").textContent = D.note;
+    update();
+    root.setAttribute("data-ready", "1");
+  }
+  start(0);
+})();"""
+
+
+def _explorer(title: str, controls: list, draw, *, canonical=None, alt=None, describe: str) -> Explorer:
+    """Draw every combination of the controls' values (each distinct figure once) and wrap
+    the frames in one HTML output.
+
+    ``controls``: dicts with ``name``, ``label``, ``values``, optional ``labels`` (the text
+    shown for each value), ``default`` (a value) and ``kind`` ("select" or "range").
+    ``draw(**values) -> Figure``; ``canonical(**values)`` maps a combination to the one
+    that draws the same figure (values a figure ignores); ``alt(**values)`` its alt text.
+    """
+    import time
+
+    started = time.perf_counter()
+    for c in controls:
+        c.setdefault("labels", [str(v) for v in c["values"]])
+        c.setdefault("kind", "select")
+        c.setdefault("default", c["values"][0])
+    combos = list(itertools.product(*(range(len(c["values"])) for c in controls)))
+    frames, index_of_bytes, drawn, table, alts = [], {}, {}, {}, {}
+    for combo in combos:
+        values = {c["name"]: c["values"][i] for c, i in zip(controls, combo)}
+        key = tuple(sorted((canonical(**values) if canonical else values).items()))
+        if key not in drawn:
+            if len(drawn) >= MAX_FRAMES:
+                raise ValueError(f"{title}: more than {MAX_FRAMES} distinct frames; offer fewer values")
+            png = figure_png(draw(**dict(key)))
+            drawn[key] = index_of_bytes.setdefault(png, len(frames))
+            if drawn[key] == len(frames):
+                frames.append(png)
+        name = ",".join(map(str, combo))
+        table[name] = drawn[key]
+        alts[name] = alt(**values) if alt else f"{title}: " + ", ".join(
+            f"{c['label']} {c['labels'][i]}" for c, i in zip(controls, combo))
+    default = ",".join(str(c["values"].index(c["default"])) for c in controls)
+    element_id = f"lab-explorer-{uuid.uuid4().hex[:12]}"
+    text = f"{title}: {describe} ({len(frames)} precomputed frames)"
+    note = (f"{len(frames)} frames precomputed when the notebook ran; "
+            "with a live kernel, live=True gives the ipywidgets version (any value).")
+    data = {"id": element_id, "frames": [base64.b64encode(f).decode() for f in frames],
+            "table": table, "alts": alts, "note": note,
+            "controls": [{"name": c["name"], "label": c["label"], "kind": c["kind"], "labels": c["labels"],
+                          "start": c["values"].index(c["default"])} for c in controls]}
+    script = _SCRIPT % {"data": json.dumps(data, separators=(",", ":")).replace("<", "\\u003c")}
+    first = table[default]
+    body = (f'<div id="{element_id}" class="lab-explorer">'
+            f'<div class="lab-explorer-controls"></div>'
+            f'<img src="data:image/png;base64,{data["frames"][first]}" alt="{html.escape(alts[default])}" '
+            f'data-frame="{first}" style="max-width:100%;height:auto">'
+            f'<div class="lab-explorer-note" style="font-size:0.85em;color:#555">'
+            f'{html.escape(title)}: the figure at its default setting. The controls appear where '
+            f'the page may run scripts (the book, a trusted or running notebook).</div></div>'
+            f'<script>{script}</script>')
+    return Explorer(html=body, text=text, frames=frames, table=table,
+                    controls=[{k: c[k] for k in ("name", "label", "values", "labels", "kind", "default")}
+                              for c in controls],
+                    default=default, seconds=time.perf_counter() - started, element_id=element_id)
+
+
+def _show(explorer: Explorer, show: bool):
+    """Display the explorer now (so that ``explorer(...);`` shows it) or return it."""
+    if not show:
+        return explorer
+    from IPython.display import display
+
+    display(explorer)
+    return None
 
 
 def encoding_figure(kind: str = "sinusoidal", *, d_model: int = 64, length: int = 128,
@@ -79,8 +275,45 @@ def encoding_figure(kind: str = "sinusoidal", *, d_model: int = 64, length: int 
     return fig
 
 
-def encoding_explorer():
-    """Choose an encoding and its settings; the figure redraws (needs a live kernel)."""
+ENCODING_CHOICES = dict(d_model=(16, 64), length=(64, 128, 256), base=(10.0, 10000.0))
+
+
+def encoding_explorer(*, live: bool = False, show: bool = True):
+    """Choose an encoding and its settings; the figure follows (`encoding_figure`).
+
+    Static (the default): every combination of the encodings and `ENCODING_CHOICES`
+    precomputed, each distinct figure once (ALiBi and the T5 buckets ignore the width and
+    the base). ``live=True``: the ipywidgets version, any width, length and base (needs a
+    live kernel). ``show=False`` returns the `Explorer` instead of displaying it.
+    """
+    if live:
+        return _live_encoding_explorer()
+    defaults = dict(d_model=64, length=128, base=10000.0)
+
+    def canonical(kind, d_model, length, base):
+        if kind in ("alibi", "relative"):                      # width and base play no part
+            d_model, base = defaults["d_model"], defaults["base"]
+        return dict(kind=kind, d_model=d_model, length=length, base=base)
+
+    def alt(kind, d_model, length, base):
+        what = {"sinusoidal": f"sinusoidal table, width {d_model}, base {base:g}",
+                "rope": f"one vector rotated by RoPE, width {d_model}, base {base:g}",
+                "alibi": "ALiBi bias of 8 heads", "relative": "T5 relative-position buckets"}[kind]
+        return f"Positional encoding over {length} positions: {what}, and how positions relate by offset"
+
+    controls = [dict(name="kind", label="encoding", values=list(ENCODINGS)),
+                dict(name="d_model", label="width d", values=list(ENCODING_CHOICES["d_model"]),
+                     default=defaults["d_model"], kind="range"),
+                dict(name="length", label="positions", values=list(ENCODING_CHOICES["length"]),
+                     default=defaults["length"], kind="range"),
+                dict(name="base", label="base", values=list(ENCODING_CHOICES["base"]),
+                     labels=[f"{b:g}" for b in ENCODING_CHOICES["base"]], default=defaults["base"])]
+    explorer = _explorer("Encoding explorer", controls, encoding_figure, canonical=canonical, alt=alt,
+                         describe="choose an encoding, its width, the number of positions and the base")
+    return _show(explorer, show)
+
+
+def _live_encoding_explorer():
     widgets = _require_ipywidgets()
 
     def show(kind, d_model, length, base):
@@ -136,10 +369,43 @@ def attention_figure(series, weights, *, query: int = 0, head: int = 0, query_of
     return fig
 
 
-def attention_explorer(series, weights, **figure_options):
-    """Pick a query and a head; the figure redraws (needs a live kernel)."""
-    widgets = _require_ipywidgets()
+def attention_explorer(series, weights, *, queries=None, live: bool = False, show: bool = True,
+                       **figure_options):
+    """Pick a query and a head; the figure follows (`attention_figure`, with
+    ``figure_options``).
+
+    Static (the default): every head for the queries in ``queries`` (default: up to 6
+    evenly spaced, the first and the last among them, fewer with more than 6 heads),
+    precomputed. ``live=True``: the
+    ipywidgets version, every query (needs a live kernel). ``show=False`` returns the
+    `Explorer` instead of displaying it.
+    """
     n_heads, n_queries = torch.as_tensor(weights).shape[:2]
+    if live:
+        return _live_attention_explorer(series, weights, n_heads, n_queries, **figure_options)
+    if queries is None:
+        count = max(2, min(n_queries, 6, MAX_FRAMES // n_heads))
+        queries = sorted({int(q) for q in np.linspace(0, n_queries - 1, count).round()})
+    queries = [int(q) for q in queries]
+    offset = figure_options.get("query_offset")
+    at = len(np.asarray(series).reshape(-1)) if offset is None else offset
+
+    def draw(query, head):
+        return attention_figure(series, weights, query=query, head=head, **figure_options)
+
+    controls = [dict(name="query", label="query", values=queries, kind="range",
+                     labels=[f"{q} (hour {at + q})" for q in queries]),
+                dict(name="head", label="head", values=list(range(n_heads)))]
+    explorer = _explorer(
+        "Attention explorer", controls, draw,
+        alt=lambda query, head: (f"Query {query} (hour {at + query}), head {head}: the series above, "
+                                 "this head's attention weights over its hours below"),
+        describe=f"{len(queries)} of {n_queries} queries, {n_heads} heads")
+    return _show(explorer, show)
+
+
+def _live_attention_explorer(series, weights, n_heads, n_queries, **figure_options):
+    widgets = _require_ipywidgets()
 
     def show(query, head):
         attention_figure(series, weights, query=query, head=head, **figure_options)
@@ -209,11 +475,40 @@ def cost_figure(sources, *, metric: str = "time_s", kernels=None):
     return fig
 
 
-def cost_explorer(sources):
-    """Choose the metric and the kernels of saved sweeps; the plot redraws (live kernel)."""
-    widgets = _require_ipywidgets()
+def cost_explorer(sources, *, live: bool = False, show: bool = True):
+    """Choose the metric and the kernels of saved sweeps; the plot follows (`cost_figure`).
+
+    Static (the default): each metric with all kernels, or with one kernel alone (the
+    first 12 kernels), precomputed. ``live=True``: the ipywidgets version, any set of kernels (needs a live
+    kernel). ``show=False`` returns the `Explorer` instead of displaying it.
+    """
     records = _sweeps(sources)
     names = list(dict.fromkeys(r["kernel"] for rec in records for r in rec["rows"]))
+    if live:
+        return _live_cost_explorer(records, names)
+
+    def draw(metric, kernels):
+        return cost_figure(records, metric=metric, kernels=names if kernels == _ALL else [kernels])
+
+    alone = names[:MAX_FRAMES // len(METRICS) - 1]              # each kernel alone, as many as fit
+    controls = [dict(name="metric", label="metric", values=list(METRICS), labels=list(METRICS.values())),
+                dict(name="kernels", label="kernels", values=[_ALL, *alone],
+                     labels=["all", *(f"{n} alone" for n in alone)])]
+    machines = ", ".join(dict.fromkeys(rec.get("device", "?") for rec in records))
+    explorer = _explorer(
+        "Cost explorer", controls, draw,
+        alt=lambda metric, kernels: (f"{METRICS[metric]} against sequence length, log-log, "
+                                     f"{'every kernel' if kernels == _ALL else kernels}, "
+                                     f"measured on {machines}"),
+        describe=f"{len(records)} saved sweep(s), {len(names)} kernels, {len(METRICS)} metrics")
+    return _show(explorer, show)
+
+
+_ALL = "(all)"
+
+
+def _live_cost_explorer(records, names):
+    widgets = _require_ipywidgets()
 
     def show(metric, kernels):
         cost_figure(records, metric=metric, kernels=kernels or names)

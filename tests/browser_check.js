@@ -1,8 +1,8 @@
 /* Injected first into <head> of each page (temporary copies only) by tests/test_browser.py.
  *
  * It records failed resource loads from the start, waits until MathJax has typeset the
- * page and the widget manager has rendered every saved widget view (or a time limit),
- * then writes what it observed as JSON into <pre id="browser-check">, which the test
+ * page, the widget manager has rendered every saved widget view and every explorer's
+ * script has built its controls (or a time limit), moves each explorer's controls, then writes what it observed as JSON into <pre id="browser-check">, which the test
  * reads from the DOM that headless Chromium dumps. It judges nothing itself.
  */
 (function () {
@@ -52,6 +52,35 @@
     return Array.prototype.filter.call(document.querySelectorAll(".widget-subarea"), function (el) {
       return el.querySelector(".jupyter-widgets") !== null;
     }).length;
+  }
+
+  // The explorers (labsupport.widgets): one <div class="lab-explorer"> each, whose inline
+  // script builds the controls and sets data-ready. Each control is moved through its other
+  // values until the image changes (or none does), then put back: what a reader would see.
+  function explorersReady() {
+    return Array.prototype.every.call(document.querySelectorAll(".lab-explorer"), function (el) {
+      return el.getAttribute("data-ready");
+    });
+  }
+  function exploreEach() {
+    return Array.prototype.map.call(document.querySelectorAll(".lab-explorer"), function (root) {
+      var img = root.querySelector("img");
+      var controls = Array.prototype.map.call(root.querySelectorAll(".lab-explorer-controls [name]"), function (c) {
+        var start = c.value, before = img.getAttribute("src"), n = c.tagName === "SELECT" ? c.options.length : Number(c.max) + 1;
+        var changed = false;
+        for (var i = 0; i < n && !changed; i++) {
+          if (String(i) === start) continue;
+          c.value = String(i);
+          c.dispatchEvent(new Event("input", { bubbles: true }));
+          changed = img.getAttribute("src") !== before;
+        }
+        c.value = start;
+        c.dispatchEvent(new Event("input", { bubbles: true }));
+        return { name: c.name, values: n, changed: changed, restored: img.getAttribute("src") === before };
+      });
+      return { id: root.id, ready: root.getAttribute("data-ready") === "1", controls: controls,
+               loaded: img.complete && img.naturalWidth > 0 };
+    });
   }
 
   var SKIP = { PRE: 1, CODE: 1, SCRIPT: 1, STYLE: 1, TEXTAREA: 1, NOSCRIPT: 1, "MJX-CONTAINER": 1 };
@@ -124,6 +153,7 @@
         };
       }),
       images: images,
+      explorers: exploreEach(),
       headings: headings,
       links: Array.prototype.map.call(document.querySelectorAll("a[href]"), function (a) { return a.href; }),
       scripts: Array.prototype.map.call(document.scripts, function (s) { return s.src; }).filter(Boolean),
@@ -140,12 +170,14 @@
     showForScreenshot(new URLSearchParams(location.search).get("view"), article);
   }
 
-  // For screenshots (headless Chromium captures a scrolled page blank): ?view=widget or
-  // ?view=math hides what comes before the first visible widget (or display equation) and
-  // the paragraph just before it, so that it shows at the top of the window.
+  // For screenshots (headless Chromium captures a scrolled page blank): ?view=explorer,
+  // ?view=widget or ?view=math hides what comes before the first explorer (visible widget,
+  // display equation) and the paragraph just before it, so that it shows at the top.
   function showForScreenshot(view, article) {
     var target = null;
-    if (view === "widget") {
+    if (view === "explorer") {
+      target = document.querySelector(".lab-explorer");
+    } else if (view === "widget") {
       target = Array.prototype.find.call(document.querySelectorAll(".widget-subarea"), function (el) {
         var v = el.querySelector(".jupyter-widgets");
         return v && getComputedStyle(v).visibility !== "hidden";
@@ -169,7 +201,7 @@
     var started = Date.now();
     (function wait() {
       var imagesDone = Array.prototype.every.call(document.images, function (i) { return i.complete; });
-      var widgetsDone = renderedWidgets() >= widgetViews();
+      var widgetsDone = renderedWidgets() >= widgetViews() && explorersReady();
       if ((mathjaxDone && widgetsDone && imagesDone) || Date.now() - started > LIMIT_MS) {
         // One more beat so fonts requested by the last render are settled.
         setTimeout(report, 500);

@@ -6,13 +6,16 @@ manager pointed at local copies fetched from the npm registry
 (tools/ci/fetch_web_assets.py), which are added to a copy of it: the pages then need no CDN.
 A small checker script (tests/browser_check.js), injected into those temporary copies
 only, waits until MathJax has typeset the page and the widget manager has drawn the
-saved widgets, and writes what it saw into the DOM, which Chromium dumps. Per page:
+saved widgets and the explorers' scripts have built their controls, moves every explorer's
+controls, and writes what it saw into the DOM, which Chromium dumps. Per page:
 
 - math typeset: every math element holds a MathJax container, no TeX error, and no
   raw TeX (``$$``, ``\\(``, ``\\begin{``...) left in the prose;
 - every image loaded; every content figure has alt text that is not a file name, or a
   caption;
 - no raw widget JSON and no traceback in the visible text; every saved widget drawn;
+- every explorer (labsupport.widgets) has its controls, and each control changes its figure
+  with no kernel (tests/test_explorers.py drives every value of each);
 - a notebook page links to Colab at that notebook's path;
 - headings in order: one h1, first, and no level skipped going down;
 - nothing was requested from another host (other hosts are unresolvable for Chromium
@@ -20,7 +23,7 @@ saved widgets, and writes what it saw into the DOM, which Chromium dumps. Per pa
 
 Chromium: ``tools/ci/install_browser.sh`` installs it (CI runs it and sets
 REQUIRE_BROWSER=1). Without a browser the tests skip, or fail when REQUIRE_BROWSER=1.
-Three screenshots (a page's top, the 12.3 widget explorer, display math in 12.4) go to
+Three screenshots (a page's top, the 12.3 encoding explorer, display math in 12.4) go to
 ``screenshots/`` in the temporary folder (printed with ``-s``), or to $BROWSER_SCREENSHOTS.
 """
 from __future__ import annotations
@@ -64,7 +67,7 @@ HARMLESS_JS_ERRORS = (
 )
 VIRTUAL_TIME_MS = 40000
 # Pages saved as screenshots, and what to show at the top (see showForScreenshot in the checker).
-SCREENSHOTS = {"chapters/12_1_self_attention": "top", "chapters/12_3_positional_encodings": "widget",
+SCREENSHOTS = {"chapters/12_1_self_attention": "top", "chapters/12_3_positional_encodings": "explorer",
                "chapters/12_4_long_sequences": "math"}
 
 
@@ -266,6 +269,21 @@ def check_wide_outputs(r: dict) -> list:
     return [f"{text!r}..." for text in r["wideOutputs"]]
 
 
+def check_explorers(r: dict) -> list:
+    """Every explorer's script ran (it builds the controls) and each control changes the figure."""
+    problems = []
+    for e in r.get("explorers", []):
+        if not (e["ready"] and e["controls"]):
+            problems.append(f"explorer {e['id']}: no controls (its script did not run)")
+        if not e["loaded"]:
+            problems.append(f"explorer {e['id']}: its figure did not load")
+        problems += [f"explorer {e['id']}: moving {c['name']} over its {c['values']} values changed nothing"
+                     for c in e["controls"] if not c["changed"]]
+        problems += [f"explorer {e['id']}: {c['name']} put back, the figure did not come back"
+                     for c in e["controls"] if not c["restored"]]
+    return problems
+
+
 def check_widgets(r: dict) -> list:
     problems = []
     if r["widgetsRendered"] < r["widgetViews"]:
@@ -345,6 +363,7 @@ PAGE_CHECKS = {
     "output lines wider than the page (a horizontal scroll bar; _static/custom.css wraps "
     "them)": check_wide_outputs,
     "widgets not rendered": check_widgets,
+    "explorers that do not respond to their controls": check_explorers,
     "headings out of order": check_headings,
     "the page needed another host or failed to load something": check_network,
 }
@@ -378,7 +397,30 @@ def _png(width: int, height: int, grey: int) -> bytes:
             + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
 
 
-def synthetic_book(folder: Path) -> None:
+def synthetic_explorer(*, broken: bool = False):
+    """A small explorer's output cell (labsupport.widgets), or one whose script was lost."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from nbformat.v4 import new_code_cell, new_output
+
+    from labsupport import widgets
+
+    def draw(level, width):
+        fig, ax = plt.subplots(figsize=(2, 1))
+        ax.axhline(level, lw=width)
+        return fig
+    explorer = widgets._explorer("Synthetic explorer", [
+        dict(name="level", label="level", values=[0, 1]),
+        dict(name="width", label="width", values=[1, 4], kind="range")], draw, describe="a line")
+    page = re.sub(r"<script>.*</script>", "", explorer.html, flags=re.S) if broken else explorer.html
+    return explorer.element_id, new_code_cell("explore()", outputs=[new_output(
+        "display_data", data={"text/html": page, "text/plain": explorer.text})])
+
+
+def synthetic_book(folder: Path) -> str:
+    """Writes the synthetic book; returns the id of its explorer without a script."""
     import base64
 
     import nbformat
@@ -406,6 +448,9 @@ def synthetic_book(folder: Path) -> None:
             traceback=["\x1b[0;31mValueError\x1b[0m    Traceback (most recent call last)",
                        "\x1b[0;31mValueError\x1b[0m: boom"])]),
     ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    _, working = synthetic_explorer()
+    broken, lost = synthetic_explorer(broken=True)
+    nb.cells += [working, lost]
     nbformat.write(nb, folder / "page.ipynb")
     (folder / "_toc.yml").write_text("format: jb-book\nroot: page\n")
     (folder / "_config.yml").write_text(yaml.safe_dump({
@@ -414,6 +459,7 @@ def synthetic_book(folder: Path) -> None:
         "execute": {"execute_notebooks": "off"},
         "parse": {"myst_enable_extensions": ["dollarmath", "amsmath"]},
         "sphinx": {"config": {"html_show_copyright": False}}}))
+    return broken
 
 
 def test_the_checks_catch_what_they_should(browser, web_assets, tmp_path):
@@ -421,7 +467,7 @@ def test_the_checks_catch_what_they_should(browser, web_assets, tmp_path):
     source, out = tmp_path / "src", tmp_path / "out"
     source.mkdir()
     out.mkdir()
-    synthetic_book(source)
+    broken = synthetic_book(source)
     html = build_book(source, out)
     install_assets(html, web_assets, pages=["page"])
     with serve(html) as base:
@@ -436,6 +482,8 @@ def test_the_checks_catch_what_they_should(browser, web_assets, tmp_path):
     assert len(check_alt_text(r)) == 1 and figures[2]["src"] in check_alt_text(r)[0]
     assert [p for p in check_raw_output(r) if "Traceback" in p]
     assert check_wide_outputs(r) == [repr("wide " * 15) + "..."]
+    assert len(r["explorers"]) == 2 and all(c["changed"] for c in r["explorers"][0]["controls"])
+    assert check_explorers(r) == [f"explorer {broken}: no controls (its script did not run)"]
     assert check_headings(r) == ["h1 'Synthetic page' -> h4 'A heading that skips two levels'"]
     network = check_network(r)
     cdn = "https://cdn.jsdelivr.net/npm/nothing@1/index.js"

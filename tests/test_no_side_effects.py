@@ -66,9 +66,11 @@ EXEMPT = {
     "randomstate.set_seed": "seeding the global generators is its documented job",
     "plots.use_book_style": "setting matplotlib's rcParams is its documented job",
     # covered elsewhere
-    "widgets.encoding_explorer": "interactive: draws with encoding_figure, measured here",
-    "widgets.attention_explorer": "interactive: draws with attention_figure, measured here",
-    "widgets.cost_explorer": "interactive: draws with cost_figure, measured here",
+    "widgets.encoding_explorer": "an explorer: draws with encoding_figure, measured here",
+    "widgets.attention_explorer": "an explorer: draws with attention_figure, measured here",
+    "widgets.cost_explorer": "an explorer: draws with cost_figure, measured here",
+    "widgets.Explorer": "a record: an explorer's HTML and frames (tests/test_explorers.py)",
+    "widgets.figure_png": "closing the figure it saves is its documented job (tests/test_explorers.py)",
 }
 
 

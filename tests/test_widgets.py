@@ -1,4 +1,5 @@
-"""The explorers' static figures, the saved sweeps they read, and the live widgets."""
+"""The explorers' figures, the saved sweeps they read, and the live widgets (``live=True``;
+the explorers without a kernel are tests/test_explorers.py's)."""
 import json
 
 import matplotlib
@@ -115,13 +116,13 @@ def test_cost_figure_rejects_an_unknown_metric_and_no_sweeps(saved_sweep):
 def test_the_explorers_build_live_controls(saved_sweep):
     pytest.importorskip("ipywidgets")
     series, weights = series_and_weights()
-    attention = widgets.attention_explorer(series, weights)
+    attention = widgets.attention_explorer(series, weights, live=True)
     controls = {c.description: c for c in attention.widget.children[:-1]}
     assert controls["query"].max == 3 and list(controls["head"].options) == [0, 1, 2]
     controls["query"].value = 3                                    # redraws without error
-    cost = widgets.cost_explorer([saved_sweep])
+    cost = widgets.cost_explorer([saved_sweep], live=True)
     controls = {c.description: c for c in cost.widget.children[:-1]}
     assert set(controls["kernels"].options) == {"identity", "fails long"}
     controls["metric"].value = "peak_bytes"
-    encoding = widgets.encoding_explorer()
+    encoding = widgets.encoding_explorer(live=True)
     assert {c.description for c in encoding.widget.children[:-1]} >= {"encoding", "base"}
