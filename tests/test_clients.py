@@ -27,11 +27,6 @@ import json
 import os
 import re
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import nbformat
@@ -80,24 +75,6 @@ def _unavailable(why: str):
     pytest.skip(why)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for(url: str, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.5)
-    raise TimeoutError(f"JupyterLab did not answer at {url} within {seconds:.0f} s")
-
-
 CLAIMS_NOTEBOOK = "claims.ipynb"      # a closing line of claims_checked, as a notebook shows it
 
 
@@ -140,24 +117,10 @@ def jupyterlab(tmp_path_factory):
     _claims_notebook(root / CLAIMS_NOTEBOOK)
     # render every cell, not only those in view (JupyterLab 4 windows long notebooks)
     (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
-    port = _free_port()
-    env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"), "JUPYTER_CONFIG_DIR": str(home / "config")}
-    log = open(home / "server.log", "w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
-         f"--ServerApp.port={port}", "--IdentityProvider.token=", "--ServerApp.password=",
-         f"--ServerApp.root_dir={root}"], stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        _wait_for(f"http://127.0.0.1:{port}/lab")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
+    from labserver import jupyterlab_server
+
+    with jupyterlab_server(root, home) as url:
+        yield url
 
 
 def importlib_missing(name: str) -> bool:

@@ -382,12 +382,6 @@ def jupyterlab(explorers, chromium, tmp_path_factory):
     """A JupyterLab server on a loopback port over two notebooks holding the encoding and
     cost explorers: trusted.ipynb (signed, as a notebook the reader ran is) and
     untrusted.ipynb (as one opened from a download); its URL."""
-    import socket
-    import subprocess
-    import sys
-    import time
-    import urllib.request
-
     if importlib.util.find_spec("jupyterlab") is None:
         _unavailable("JupyterLab is not installed (pip install -r requirements-instructor.txt)")
     home = tmp_path_factory.mktemp("jupyterlab")
@@ -397,35 +391,10 @@ def jupyterlab(explorers, chromium, tmp_path_factory):
     chosen = [explorers["encoding"], explorers["cost"]]
     _notebook(root / "trusted.ipynb", chosen, data_dir=data)
     _notebook(root / "untrusted.ipynb", chosen, data_dir=None)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "JUPYTER_DATA_DIR": str(data), "JUPYTER_CONFIG_DIR": str(home / "config"),
-           "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(home / "ws")}
-    log = open(home / "server.log", "w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
-         f"--ServerApp.port={port}", "--IdentityProvider.token=", "--ServerApp.password=",
-         f"--ServerApp.root_dir={root}"], stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab", timeout=2):
-                    break
-            except OSError as err:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"JupyterLab did not answer on port {port}: "
-                                       f"see {home / 'server.log'}") from err
-                time.sleep(0.5)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
+    from labserver import jupyterlab_server
+
+    with jupyterlab_server(root, home, JUPYTER_DATA_DIR=str(data)) as url:
+        yield url
 
 
 def test_in_jupyterlab_a_trusted_explorer_responds_and_an_untrusted_one_shows_its_figure(

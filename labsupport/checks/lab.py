@@ -238,7 +238,8 @@ def step_peak(fn, draw):
         measured, where = [reference.predicted_step_peak(*case.args) for case in cases], "the byte model"
     near = lambda a, b, tol=STEP_PEAK_TOLERANCE: abs(a / b - 1) <= tol                # noqa: E731
     if all(near(g, m) for g, m in zip(guesses, measured)):
-        return f"within {STEP_PEAK_TOLERANCE:.0%} of {where} for {len(cases)} sizes of batch, heads and tokens"
+        return (f"within {STEP_PEAK_TOLERANCE:.0%} of {where} for {len(cases)} sizes of batch, heads "
+                "and tokens")
     matrices = lambda count: (lambda B, H, N, n: count(n) * B * H * N * N * 4)          # noqa: E731
     right = reference.predicted_step_peak
     mistakes = [("autograd does not keep every matrix of the forward pass: of a layer's scores, masked "
