@@ -41,6 +41,7 @@ LAYERS
    memory             Transformer-XL's segment recurrence and the compressive memory
    models/            the forecasters by family: base (RevIN), recurrent, conv, linear, baselines, patch
    racers             the lab's race: the patch TCN, every racer by name and width, the sizes
+   seq2seq            teacher forcing inside the protocol: the (x, y) training inputs, WindowOnly
 5. training
    train              the training loop with early stopping, evaluate, predict
 6. printing results (below compare, which prints its tables with report.table)

@@ -244,7 +244,7 @@ def check_images_load(r: dict) -> list:
 def names_a_file(alt: str | None, src: str) -> bool:
     """True when alt text says nothing a reader can use (empty, a path, a file name, a hash)."""
     alt = (alt or "").strip()
-    return (alt == "" or "/" in alt or alt == Path(src).name
+    return (alt == "" or ("/" in alt and " " not in alt) or alt == Path(src).name
             or re.search(r"\.(png|jpe?g|gif|svg|webp)$", alt, flags=re.I) is not None
             or re.fullmatch(r"[0-9a-f]{16,}", alt) is not None)
 
