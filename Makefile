@@ -53,10 +53,10 @@ $(DEV): $(STAMP) requirements-dev.txt
 	rm -f $(VENV)/.dev-*
 	touch $(DEV)
 
-## Build the HTML book, re-executing every notebook: _build/html/index.html
+## Build the HTML book, re-executing every notebook (copies in _build/source/, as many at a
+## time as there are cores, then Jupyter Book with -W -n): _build/html/index.html
 book: $(STAMP)
-	$(BIN)/jupyter-book build --all -W -n --keep-going .
-	@echo "The book is in _build/html/index.html"
+	$(BIN)/python -m tools.book.build_book
 
 ## Run every test: the linter, unit tests and documented examples, every notebook under
 ## nbval, nbgrader end to end, the wheel, the HTML build (-W) and the browser; in
