@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import warnings
 
 import torch
 
@@ -20,14 +21,20 @@ def pick_device(device=None) -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+PROFILER_NOTICE = r".*Profiler clears events at the end of each cycle"
+
+
 @contextlib.contextmanager
 def quiet_stderr():
     """Silence C++ writes to file descriptor 2 inside the block (torch's profiler logs
-    its start and stop there); Python's ``sys.stderr`` is flushed first and restored."""
+    its start and stop there), and the notice some torch builds (2.11 with CUDA) give as a
+    UserWarning when a profile starts; Python's ``sys.stderr`` is flushed first and
+    restored, and every other warning passes as before."""
     sys.stderr.flush()
     saved = os.dup(2)
     try:
-        with open(os.devnull, "w") as devnull:
+        with open(os.devnull, "w") as devnull, warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=PROFILER_NOTICE, category=UserWarning)
             os.dup2(devnull.fileno(), 2)
             yield
     finally:
