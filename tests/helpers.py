@@ -14,6 +14,8 @@ import numpy as np
 import torch
 import yaml
 
+from tools.book.build_book import executed_config
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -88,9 +90,7 @@ def local_assets_config(config: dict) -> dict:
     """``config`` (a _config.yml) with execution off and MathJax and the widget JavaScript
     pointed at local copies under ``_static/browser-test/``, which tests/test_browser.py
     copies into its build (tools/ci/fetch_web_assets.py); the build itself needs none of them."""
-    config.setdefault("execute", {})["execute_notebooks"] = "off"
-    config.setdefault("sphinx", {}).pop("local_extensions", None)   # they help execution only
-    sphinx_config = config["sphinx"].setdefault("config", {})
+    sphinx_config = executed_config(config)["sphinx"].setdefault("config", {})
     # Relative paths are relative to _static/ (Sphinx's mathjax_path and add_js_file).
     sphinx_config["mathjax_path"] = f"{BROWSER_ASSETS}/mathjax/es5/tex-mml-chtml.js"
     sphinx_config["nb_ipywidgets_js"] = {  # order matters: require.js first, as in myst-nb's default

@@ -50,3 +50,12 @@ def test_jobs_below_one_are_refused_with_the_reason(monkeypatch, capsys):
         build_book.main()
     assert stop.value.code == 2
     assert "--jobs 0: give 1 or more" in capsys.readouterr().err
+
+
+def test_the_executed_config_turns_execution_off_and_drops_the_local_extensions():
+    config = {"execute": {"execute_notebooks": "force", "timeout": 900},
+              "sphinx": {"local_extensions": {"stepped_polling": "tools/book"}, "config": {"a": 1}}}
+    out = build_book.executed_config(config)
+    assert out["execute"] == {"execute_notebooks": "off", "timeout": 900}
+    assert out["sphinx"] == {"config": {"a": 1}}
+    assert build_book.executed_config({}) == {"execute": {"execute_notebooks": "off"}, "sphinx": {}}

@@ -74,11 +74,18 @@ def execute_all(notebooks: list[Path], jobs: int, timeout: int) -> bool:
     return ok
 
 
+def executed_config(config: dict) -> dict:
+    """``config`` (a _config.yml) for a build from notebooks executed already: execution off,
+    and without the local extensions, which help execution only. Also what the GPU check
+    and the tests' book builds use."""
+    config.setdefault("execute", {})["execute_notebooks"] = "off"
+    config.setdefault("sphinx", {}).pop("local_extensions", None)
+    return config
+
+
 def build_html(source: Path, options: list[str]) -> int:
     """Jupyter Book on the executed copies, execution off; the HTML lands in _build/html."""
-    config = yaml.safe_load((source / "_config.yml").read_text())
-    config["execute"]["execute_notebooks"] = "off"        # executed above
-    config["sphinx"].pop("local_extensions", None)         # they help execution only
+    config = executed_config(yaml.safe_load((source / "_config.yml").read_text()))
     (source / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     html = ROOT / "_build" / "html"
     shutil.rmtree(html, ignore_errors=True)

@@ -212,10 +212,9 @@ for n in json.load(open(f"{out}/report.json"))["notebooks"]:
 EOF
     "$PY" - "$book/_config.yml" "$OUT/report.json" <<'EOF'
 import sys, yaml
+from tools.book.build_book import executed_config   # render this run's outputs as they are
 path, report = sys.argv[1:3]
-config = yaml.safe_load(open(path))
-config["execute"]["execute_notebooks"] = "off"     # render this run's outputs as they are
-config["sphinx"].pop("local_extensions", None)      # tools/book's, for executing: not copied
+config = executed_config(yaml.safe_load(open(path)))
 # the page "Where the numbers came from" adds what nbval found (labsupport.sphinx_provenance)
 config.setdefault("sphinx", {}).setdefault("config", {})["provenance_nbval_report"] = report
 open(path, "w").write(yaml.safe_dump(config))
