@@ -91,6 +91,15 @@ def test_short_run_prints_the_protocols_table_verdicts_and_the_official_subset(e
     assert "DLinear" in dlinear and "0.375" in dlinear and "0.399" in dlinear          # published beside
 
 
+def test_baselines_only_trains_nothing_and_prints_the_ridge_beside_rlinear(etth1, capsys):
+    assert bench.main(["--data", str(etth1), "--horizon", "96", "--stride", "96", "--baselines-only",
+                       "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "--baselines-only: no model is trained" in out
+    assert "PatchTransformer" not in out and "DLinear:" not in out
+    assert re.search(rf"^\s*96\s+{re.escape(RIDGE)}\s.*RLinear\s+0\.366\s+0\.391", out, re.M)
+
+
 @pytest.mark.slow
 def test_main_with_one_seed_says_a_verdict_needs_two(etth1, capsys):
     assert bench.main(["--data", str(etth1), *QUICK, "--seeds", "1"]) == 0
@@ -177,7 +186,8 @@ def test_name_from_option_and_not_available(tmp_path):
     missing = ("PatchTST/42", "not available", "not available")
     assert bench.published("PatchTransformer", "ETTm2", 720) == missing
     assert bench.published("DLinear", "ETTh1", 96) == ("DLinear", "0.375", "0.399")
-    assert bench.published(RIDGE, "ETTh1", 96) == ("-", "-", "-")
+    assert bench.published(RIDGE, "ETTh2", 96) == ("RLinear", "0.262", "0.331")
+    assert bench.published(NAIVE, "ETTh1", 96) == ("-", "-", "-")
     args = bench.parse_args(["--data", str(path), "--name", "ETTh1", "--horizon", "336", "96"])
     assert args.name == "ETTh1" and args.horizon == [96, 336]
     ett = bench.load_data(args)
@@ -185,7 +195,7 @@ def test_name_from_option_and_not_available(tmp_path):
 
 
 def test_published_table_is_complete_and_plausible():
-    for model in ("PatchTST/42", "DLinear"):
+    for model in ("PatchTST/42", "DLinear", "RLinear"):
         assert set(bench.PUBLISHED[model]) == {"ETTh1", "ETTh2", "ETTm1", "ETTm2"}
         for by_horizon in bench.PUBLISHED[model].values():
             assert set(by_horizon) == {96, 192, 336, 720}

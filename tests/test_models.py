@@ -442,6 +442,83 @@ def test_ridge_with_instance_normalisation_is_invariant_to_each_windows_level_an
     torch.testing.assert_close(ridge(3.0 * x + 5.0), 3.0 * ridge(x) + 5.0, atol=1e-4, rtol=1e-4)
 
 
+def _windows_of_varying_spread(n=400, L=12, T=4, seed=0):
+    """Windows of a series whose amplitude swings over a factor of 30 (calm and wild
+    stretches, as in ETTh2) and whose dynamics differ between them (an oscillating AR(2)
+    when wild, a smooth AR(1) when calm), in float64: (x (n, L, 1), y (n, T, 1))."""
+    g = torch.Generator().manual_seed(seed)
+    steps = n + L + T
+    noise = torch.randn(steps, generator=g, dtype=torch.float64)
+    phase = torch.sin(torch.arange(steps, dtype=torch.float64) / 37.0)
+    z = torch.zeros(steps, dtype=torch.float64)
+    for t in range(2, steps):
+        wild = phase[t] > 0
+        z[t] = (1.2 * z[t - 1] - 0.5 * z[t - 2] if wild else 0.95 * z[t - 1]) + noise[t]
+    series = 3.0 + 10 ** (0.75 + 0.75 * phase) * z                         # (steps,)
+    idx = torch.arange(n)[:, None] + torch.arange(L + T)                   # (n, L + T)
+    w = series[idx].unsqueeze(-1)                                          # (n, L + T, 1)
+    return w[:, :L], w[:, L:]
+
+
+def _revin_linear_by_descent(x, y, penalty, eps=1e-5):
+    """RevIN (no affine map) + one linear map, trained by L-BFGS to convergence on the
+    denormalised squared error, with the penalty times the mean spread squared on W."""
+    mean = x.mean(dim=1)                                                   # (n, 1)
+    std = (x.var(dim=1, unbiased=False) + eps).sqrt()                      # (n, 1)
+    xn = (x.squeeze(-1) - mean) / std                                      # (n, L)
+    W = torch.zeros(y.shape[1], x.shape[1], dtype=torch.float64, requires_grad=True)
+    b = torch.zeros(y.shape[1], dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([W, b], lr=1, max_iter=2000, tolerance_grad=1e-12, tolerance_change=1e-15,
+                            history_size=50, line_search_fn="strong_wolfe")
+
+    def loss():
+        opt.zero_grad()
+        pred = (xn @ W.T + b) * std + mean                                 # (n, T): denormalised
+        value = (pred - y.squeeze(-1)).pow(2).sum() + penalty * std.pow(2).mean() * W.pow(2).sum()
+        value.backward()
+        return value
+
+    for _ in range(5):
+        opt.step(loss)
+    return W.detach(), b.detach()
+
+
+def _unweighted_revin_ridge(x, y, penalty, eps=1e-5):
+    """The least squares on the normalised rows, every row weighted alike: what a closed form
+    that forgets the denormalisation solves."""
+    mean = x.mean(dim=1)
+    std = (x.var(dim=1, unbiased=False) + eps).sqrt()
+    X, Y = (x.squeeze(-1) - mean) / std, (y.squeeze(-1) - mean) / std
+    A = torch.cat([X, torch.ones(len(X), 1, dtype=X.dtype)], dim=1)
+    P = torch.diag(torch.tensor([penalty] * X.shape[1] + [0.0], dtype=X.dtype))
+    coef = torch.linalg.lstsq(A.T @ A + P, A.T @ Y).solution               # (L + 1, T)
+    return coef[:-1].T, coef[-1]
+
+
+def test_ridge_with_revin_minimises_the_denormalised_error_as_descent_does():
+    x, y = _windows_of_varying_spread()
+    penalty = 0.5
+    ridge = RidgeForecaster(lookback=12, horizon=4, revin=True, penalties=[penalty]).fit((x, y), (x, y))
+    W, b = _revin_linear_by_descent(x, y, penalty)
+    torch.testing.assert_close(ridge.weight.double(), W, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(ridge.bias.double(), b, atol=1e-4, rtol=1e-4)
+    # The check can fail: the unweighted solve (the old objective) is far from descent's answer.
+    W0, _ = _unweighted_revin_ridge(x, y, penalty)
+    assert (W0 - W).abs().max() > 100 * 1e-4
+
+
+def test_ridge_with_revin_beats_the_unweighted_solve_on_new_windows():
+    train, test = _windows_of_varying_spread(seed=0), _windows_of_varying_spread(seed=1)
+    ridge = RidgeForecaster(lookback=12, horizon=4, revin=True, penalties=[0.5]).fit(train, train)
+    W0, b0 = _unweighted_revin_ridge(*train, 0.5)
+    x, y = test
+    mean, std = x.mean(dim=1), (x.var(dim=1, unbiased=False) + 1e-5).sqrt()
+    unweighted = (((x.squeeze(-1) - mean) / std) @ W0.T + b0) * std + mean  # (n, T)
+    mse = (ridge(x).squeeze(-1) - y.squeeze(-1)).pow(2).mean().item()
+    mse_unweighted = (unweighted - y.squeeze(-1)).pow(2).mean().item()
+    assert mse < 0.95 * mse_unweighted
+
+
 def test_ridge_counts_its_coefficients_and_refuses_bad_use():
     ridge = RidgeForecaster(lookback=10, horizon=3)
     assert sum(p.numel() for p in ridge.parameters()) == 10 * 3 + 3

@@ -26,8 +26,13 @@ class RidgeForecaster(Forecaster):
     penalties ``lambda`` on the training windows and keeps the one with the lowest
     validation MSE.
     Shapes: x (B, L, C) -> (B, T, C). ``revin=True`` first normalises each window and
-    channel by its own mean and standard deviation and undoes it on the forecast (RevIN
-    without the learned affine map), like the trained models' instance normalisation.
+    channel by its own mean m and standard deviation s and undoes it on the forecast (RevIN
+    without the learned affine map), like the trained models' instance normalisation. The
+    error it is judged by is then the denormalised one, ``s (y' - W x' - b)`` for the
+    normalised row (x', y'), so each row is weighted by its spread squared:
+    ``W = argmin sum_r s_r^2 |y'_r - W x'_r - b|^2 + lambda mean(s^2) |W|^2``
+    (the penalty scaled by the mean weight, so that ``lambda`` means what it means without
+    revin). An unweighted solve would over-weight the calm windows by ``1 / s^2``.
     The weights are parameters without gradients, so parameter counts include them.
     ``penalties``: finite numbers >= 0 (default `PENALTIES`); ``eps`` > 0 keeps a constant
     window's standard deviation above zero. A penalty that leaves the least squares singular
@@ -90,9 +95,15 @@ class RidgeForecaster(Forecaster):
     def fit(self, train, val) -> "RidgeForecaster":
         """Solve the ridge regression on ``train`` for every penalty, keep the one with the
         lowest MSE on ``val``; both are ``(inputs (N, L, C), targets (N, T, C))`` pairs."""
-        X, Y, _ = self._pairs(train, "train")
-        x_mean, y_mean = X.mean(dim=0), Y.mean(dim=0)                     # (L,), (T,)
-        Xc, Yc = X - x_mean, Y - y_mean
+        X, Y, stats = self._pairs(train, "train")
+        # Row weights: the spread squared under revin (the denormalised error), else 1;
+        # divided by their mean, so the penalty grid keeps its meaning.
+        weight = torch.ones(len(X), 1, dtype=X.dtype) if stats is None else stats[1] ** 2   # (N*C, 1)
+        weight = weight / weight.mean()
+        x_mean = (weight * X).sum(dim=0) / weight.sum()                   # (L,): weighted means
+        y_mean = (weight * Y).sum(dim=0) / weight.sum()                   # (T,)
+        root = weight.sqrt()
+        Xc, Yc = root * (X - x_mean), root * (Y - y_mean)                 # (N*C, L), (N*C, T)
         evals, evecs = torch.linalg.eigh(Xc.T @ Xc)                       # (L,), (L, L)
         projected = evecs.T @ (Xc.T @ Yc)                                 # (L, T)
         Xv, Yv, stats = self._pairs(val, "val")
