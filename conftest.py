@@ -1,12 +1,17 @@
 """Loaded by every pytest run in this repository, a notebook's alone included
 (`pytest chapters/12_1_self_attention.ipynb`): how nbval compares outputs, and how the
 tests are shared between pytest-xdist workers. The tests' fixtures are in tests/conftest.py."""
+import os
 import random
 
 import pytest
 from nbval.plugin import IPyNbCell
 
 from tools.book.execute_notebooks import is_progress_bar
+
+# Under the tests a claim of the text that does not hold stops its cell (a reader gets a notice
+# and goes on): every kernel nbval and the book builds start inherits it (labsupport.report).
+os.environ.setdefault("LABSUPPORT_STRICT_CLAIMS", "1")
 
 _compare_outputs = IPyNbCell.compare_outputs
 

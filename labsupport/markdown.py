@@ -2,7 +2,7 @@
 escaped so that it reads as written (`escape`), and `Markdown`, a str that is already Markdown.
 
 It imports nothing but the standard library, so every layer can write a table with it:
-`labsupport.report.table` (a notebook's tables), the profile's size table, the CI's reports.
+`labsupport.display.table` (a notebook's tables), the profile's size table, the CI's reports.
 
 >>> print(table(["kernel", "ms"], [["naive", "2.8"], ["flash_*", "1.0"]]))
 | kernel | ms |

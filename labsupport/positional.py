@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from .attention import causal_mask
-from .data import time_features  # noqa: F401  (re-exported: its old home)
+from .data import time_features  # noqa: F401  (public here too, as DESIGN.md documents it)
 from .validation import check_positive_int, check_positive_number
 
 # --- additive encodings ------------------------------------------------------------

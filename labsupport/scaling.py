@@ -1,5 +1,5 @@
-"""Power laws on log-log axes: how a cost grows with the length. Plain Python (``math``),
-no torch and no measurement, so that plots and sweeps fit without importing either.
+"""Power laws on log-log axes: how a cost grows with the length, fitted by ``numpy.polyfit``
+on the logs; no torch and no measurement, so that plots and sweeps fit without either.
 
 Scaling claims are fitted, never read off a plot: `fit_power_law` gives the exponent
 that a sweep's upper lengths follow.
@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import numbers
-import statistics
+
+import numpy as np
 
 
 def fit_power_law(x, y, *, last: int | None = None) -> tuple[float, float]:
@@ -35,10 +36,8 @@ def fit_power_law(x, y, *, last: int | None = None) -> tuple[float, float]:
         raise ValueError(f"need at least 2 distinct x values to fit, got {xs}")
     if min(xs) <= 0 or min(ys) <= 0:
         raise ValueError(f"a power law needs positive x and y, got x={xs}, y={ys}")
-    lx, ly = [math.log(v) for v in xs], [math.log(v) for v in ys]
-    mx, my = statistics.fmean(lx), statistics.fmean(ly)
-    slope = sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
-    return slope, math.exp(my - slope * mx)
+    slope, intercept = np.polyfit(np.log(xs), np.log(ys), 1)
+    return float(slope), math.exp(intercept)
 
 
 def _check_finite(name: str, values: list[float]) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .validation import check_count
 
-__all__ = ["SCHEDULES", "Plateau", "warmup_cosine", "resolve", "rate"]
+__all__ = ["SCHEDULES", "Plateau", "warmup_cosine", "resolve", "rate", "multiplier_at"]
 
 
 def _constant(epoch: int) -> float:
@@ -33,25 +33,21 @@ def _type3(epoch: int) -> float:
 
 # epoch (from 0) -> multiplier of lr. The official scripts call adjust_learning_rate(epoch + 1)
 # after each epoch, so epoch e trains at the rate those functions give for e (e >= 1) and at
-# lr for e = 0: type1 lr * 0.5 ** max(0, e - 1), type3 lr * 0.9 ** max(0, e - 3).
+# lr for e = 0: type1 lr * 0.5 ** max(0, e - 1), type3 lr * 0.9 ** max(0, e - 3). `fit` applies
+# them with torch.optim.lr_scheduler.LambdaLR.
 @dataclass(frozen=True)
 class Plateau:
     """Lower the learning rate when validation stops improving: after every epoch whose
-    validation loss is no better than the best so far, the rate is multiplied by ``factor``
-    (PyTorch's ``ReduceLROnPlateau`` with patience 0), after ``warmup`` epochs of a linear
-    ramp. With `fit`'s early stopping (``patience`` p) a run then stops after p epochs
-    without improvement with its rate cut p times: it ends annealed *and* by early
-    stopping, so a short budget is not what ends it.
+    validation loss is no better than the best so far, the rate is multiplied by ``factor``.
+    `fit` runs it as PyTorch's ``ReduceLROnPlateau(factor=factor, patience=0, threshold=0,
+    threshold_mode="abs", eps=0)``. With `fit`'s early stopping (``patience`` p) a run then
+    stops after p epochs without improvement with its rate cut p times: it ends annealed *and*
+    by early stopping, so a short budget is not what ends it.
 
-    Math: ``lr_e = lr * w(e) * factor ** n_e``, ``n_e`` the epochs before e that did not
-    improve, ``w(e) = (e + 1) / (warmup + 1)`` for e < warmup, else 1.
-
-    >>> Plateau(warmup=1)(0), Plateau(warmup=1)(3)          # the ramp; fit applies the cuts
-    (0.5, 1.0)
+    Math: ``lr_e = lr * factor ** n_e``, ``n_e`` the epochs before e that did not improve.
     """
 
     factor: float = 0.5
-    warmup: int = 0
 
     def __post_init__(self):
         expected = (f"Plateau factor must be a number in (0, 1), got {self.factor!r}; "
@@ -60,10 +56,9 @@ class Plateau:
             raise TypeError(expected)
         if not 0 < self.factor < 1:
             raise ValueError(expected)
-        check_count("Plateau warmup", self.warmup, least=0, what="epochs")
 
     def __call__(self, epoch: int) -> float:
-        return (epoch + 1) / (self.warmup + 1) if epoch < self.warmup else 1.0
+        return 1.0                        # the multiplier before any cut; fit applies the cuts
 
 
 SCHEDULES = {"constant": _constant, "type1": _type1, "type3": _type3, "plateau": Plateau()}
@@ -85,15 +80,20 @@ def resolve(schedule):
     return schedule
 
 
-def rate(lr: float, multiplier, epoch: int) -> float:
-    """``lr * multiplier(epoch)``, refused unless the multiplier is a finite number > 0."""
+def multiplier_at(multiplier, epoch: int) -> float:
+    """``multiplier(epoch)``, refused unless it is a finite number > 0."""
     factor = multiplier(epoch)
     expected = f"schedule({epoch}) returned {factor!r}; expected a multiplier > 0 of lr"
     if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
         raise TypeError(expected)
     if not 0 < factor < math.inf:
         raise ValueError(expected)
-    return lr * factor
+    return factor
+
+
+def rate(lr: float, multiplier, epoch: int) -> float:
+    """``lr * multiplier(epoch)``, the multiplier checked by `multiplier_at`."""
+    return lr * multiplier_at(multiplier, epoch)
 
 
 def warmup_cosine(epochs: int, *, warmup: int = 1, floor: float = 0.05):

@@ -1,13 +1,14 @@
 """Training and evaluation: one loop for every forecaster in the book.
 
 `fit` trains on (inputs, targets) tensors with Adam and an MSE loss, with an optional
-learning-rate schedule (`SCHEDULES`: the official PatchTST and DLinear ones), stops early
+learning-rate schedule (`labsupport.schedules`: the official PatchTST and DLinear ones), stops early
 on the validation loss, restores the best weights (also when interrupted or when the loss
 turns non-finite), shows a progress bar, records the wall time of each epoch and says why
 it stopped. It seeds its own forked generators and leaves the caller's alone, and refuses
 an option outside its range by name, with the fix (`check_fit_options`), before training.
 `evaluate` scores forecasts with MSE and MAE, on the scaled values and in the series'
 original unit; `window_errors` gives the same errors per test window (for paired tests).
+`set_seed` and `pick_device`, which the notebooks call beside `fit`, are public here too.
 """
 from __future__ import annotations
 
@@ -22,13 +23,12 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.optim.lr_scheduler import LambdaLR, ReduceLROnPlateau
 from tqdm.auto import tqdm
 
 from .devices import pick_device
-from .randomstate import seeded_torch
-from .randomstate import set_seed as set_seed  # lives in randomstate; notebooks import it from here
-from .schedules import SCHEDULES as SCHEDULES  # lives in schedules; fit(schedule=...) reads it
-from .schedules import Plateau, rate, resolve
+from .randomstate import seeded_torch, set_seed
+from .schedules import Plateau, multiplier_at, rate, resolve
 from .validation import (
     NonFiniteError,
     check_batch_size,
@@ -39,6 +39,9 @@ from .validation import (
     check_windows,
     count_windows,
 )
+
+__all__ = ["fit", "evaluate", "predict", "window_errors", "check_fit_options", "History", "Metrics",
+           "set_seed", "pick_device"]
 
 _FIT_CHECKS = {   # fit's keyword options -> the check of one value
     "epochs": lambda v: check_count("epochs", v, least=1, what="the epoch budget"),
@@ -213,6 +216,16 @@ def _stop_reason(waited: int, patience: int, started: float, max_seconds) -> str
     return ""
 
 
+def _scheduler(optimiser, multiplier):
+    """PyTorch's scheduler for ``multiplier``: `Plateau` as ``ReduceLROnPlateau`` (a cut after
+    every epoch that does not beat the best), anything else as ``LambdaLR`` (each epoch's
+    multiplier checked by `multiplier_at`)."""
+    if isinstance(multiplier, Plateau):
+        return ReduceLROnPlateau(optimiser, mode="min", factor=multiplier.factor, patience=0,
+                                 threshold=0.0, threshold_mode="abs", eps=0.0)
+    return LambdaLR(optimiser, lambda epoch: multiplier_at(multiplier, epoch))
+
+
 def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, batch_size: int = 256,
         patience: int = 3, weight_decay: float = 0.0, clip: float | None = 1.0, device=None,
         seed: int | None = 0, max_seconds: float | None = None, progress: bool = True,
@@ -262,15 +275,13 @@ def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, bat
     device = pick_device(device)
     model.to(device)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    scheduler = _scheduler(optimiser, multiplier)
     history, best_state, waited, started = History(), None, 0, time.perf_counter()
-    cut = 1.0                                # Plateau: the product of its cuts so far
     bar = tqdm(range(epochs), desc=desc or type(model).__name__, leave=False, disable=not progress)
     try:
         with seeded_torch(seed, device) as generator:
             for epoch in bar:
-                epoch_lr = rate(lr, multiplier, epoch) * cut
-                for group in optimiser.param_groups:
-                    group["lr"] = epoch_lr
+                epoch_lr = optimiser.param_groups[0]["lr"]
                 t0 = time.perf_counter()
                 batches = _shuffled(len(y_train), batch_size, generator)
                 train_loss = _train_epoch(model, optimiser, (x_train, y_train), batches, device, clip, epoch)
@@ -291,8 +302,7 @@ def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, bat
                     best_state = copy.deepcopy(model.state_dict())
                 else:
                     waited += 1
-                    if isinstance(multiplier, Plateau):
-                        cut *= multiplier.factor
+                scheduler.step(val_loss) if isinstance(scheduler, ReduceLROnPlateau) else scheduler.step()
                 history.stop_reason = _stop_reason(waited, patience, started, max_seconds)
                 if history.stop_reason:
                     break

@@ -404,15 +404,7 @@ def test_standardizer_names_a_bad_eps(eps):
         Standardizer(eps=eps)
 
 
-# --- report: a verdict is a bool; a table's rows fit its headers ------------------------------
-
-@pytest.mark.parametrize("holds", [True, False, np.bool_(True), np.float64(1.0) < 2, torch.tensor(True),
-                                   torch.tensor([False]), torch.ones(1, 1, dtype=torch.bool)])
-def test_verdict_prints_a_bool_numpy_bool_or_one_element_bool_tensor(holds, capsys):
-    from labsupport.report import verdict
-    verdict("a claim", holds, width=10)
-    assert capsys.readouterr().out == f"a claim    {bool(holds)}\n"
-
+# --- report and display: a claim holds a bool; a table's rows fit its headers ------------------------------
 
 @pytest.mark.parametrize("holds, kind", [
     ("False", "str 'False'"), (float("nan"), "float nan"), (0.0, "float 0.0"), (None, "NoneType"),
@@ -420,29 +412,13 @@ def test_verdict_prints_a_bool_numpy_bool_or_one_element_bool_tensor(holds, caps
     (torch.tensor([True, False]), r"a bool tensor of shape \(2,\)"),
     (torch.tensor(1.0), r"a torch.float32 tensor of shape \(\)"),
 ])
-def test_verdict_refuses_anything_but_a_bool_naming_the_claim_and_the_type(holds, kind, capsys):
-    from labsupport.report import checklist, verdict
-    message = (rf"verdict 'rows sum to one': holds must be a bool, a NumPy bool or a one-element bool "
+def test_a_claim_refuses_anything_but_a_bool_naming_the_claim_and_the_type(holds, kind, capsys):
+    from labsupport.report import claim
+    message = (rf"claim 'rows sum to one': holds must be a bool, a NumPy bool or a one-element bool "
                rf"tensor, got {kind}")
     with pytest.raises(TypeError, match=message):
-        verdict("rows sum to one", holds)
-    with pytest.raises(TypeError, match=rf"checklist row 1 \('second'\): holds must be a bool, "
-                                        rf".* got {kind}"):
-        checklist([("first", True), ("second", holds)])
+        claim("rows sum to one", holds)
     assert capsys.readouterr().out == ""                    # nothing half-printed
-
-
-@pytest.mark.parametrize("rows, message", [
-    ([("a claim", True), ("only a claim",)], r"checklist row 1 has 1 item, expected 2: \(claim, holds\)"),
-    ([("a claim", True, "why")], r"checklist row 0 has 3 items, expected 2: \(claim, holds\)"),
-    (["a claim"], r"checklist row 0 must be a \(claim, holds\) pair, got str 'a claim'"),
-    ([(3, True)], r"checklist row 0: the claim must be a str, got int 3"),
-])
-def test_checklist_names_a_malformed_row(rows, message, capsys):
-    from labsupport.report import checklist
-    with pytest.raises((ValueError, TypeError), match=message):
-        checklist(rows)
-    assert capsys.readouterr().out == ""
 
 
 @pytest.mark.parametrize("rows, message", [
@@ -451,7 +427,7 @@ def test_checklist_names_a_malformed_row(rows, message, capsys):
     ([[1, 2.5], 5], r"table row 1 must be a sequence of 2 values, got int 5"),
 ])
 def test_table_names_a_row_of_the_wrong_length(rows, message, capsys):
-    from labsupport.report import table
+    from labsupport.display import table
     with pytest.raises(ValueError, match=message):
         table(["a", "b"], rows)
     assert capsys.readouterr().out == ""
@@ -466,14 +442,14 @@ def test_table_names_a_row_of_the_wrong_length(rows, message, capsys):
     ({1: "{:.1f}"}, ValueError, r"table row 1, column 1 \('b'\): format '\{:.1f\}' cannot format 'n/a'"),
 ])
 def test_table_names_a_format_for_no_column_or_one_that_fails(formats, error, message, capsys):
-    from labsupport.report import table
+    from labsupport.display import table
     with pytest.raises(error, match=message):
         table(["a", "b"], [[1, 2.5], [3, "n/a"]], formats=formats)
     assert capsys.readouterr().out == ""
 
 
 def test_table_prints_rows_under_right_aligned_headers(capsys):
-    from labsupport.report import table
+    from labsupport.display import table
     table(["model", "mse"], [("ridge", 0.0941), ("naive", 0.5)], formats={1: "{:.3f}"})
     assert capsys.readouterr().out == "model    mse\nridge  0.094\nnaive  0.500\n"
 

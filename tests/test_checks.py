@@ -11,6 +11,14 @@ import torch
 from labsupport import checks
 from labsupport.checks import NOT_ANSWERED
 from labsupport.checks.core import PRACTICE_NOTE, Case, Draw, judge
+from labsupport.sections import (  # noqa: F401  (importing a section registers its checks)
+    efficient_attention,
+    lab,
+    long_sequences,
+    positional_encodings,
+    self_attention,
+    transformer,
+)
 from wrong_answers import ANSWERS, first, missing, of_kind
 
 GRADED_SEEDS = (1, 2, 3)
@@ -134,7 +142,7 @@ def test_every_check_explains_unanswered_and_crashing_code(name):
 # --- hints that point at what differs -----------------------------------------------------------
 
 def test_a_hint_that_names_no_mistake_says_what_was_compared_and_where_it_differs():
-    result = checks.attention_weights(lambda q, k: (1.1 * q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).softmax(-1))
+    result = checks.CHECKS["attention_weights"](lambda q, k: (1.1 * q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).softmax(-1))
     expect(result, False, "compared with softmax(q k^T / sqrt(d)) over the keys on 4 inputs; on q (2, 3,")
     expect(result, False, "at index (0, 0, 0, 0) expected")
 
@@ -142,7 +150,7 @@ def test_a_hint_that_names_no_mistake_says_what_was_compared_and_where_it_differ
 def test_a_size_typed_in_is_named_by_the_inputs_on_which_the_answer_agrees():
     def typed_width(x, w1, b1, w2, b2):                       # d_ff typed in as the first case's
         return torch.relu(x @ w1.T + b1) @ w2.T + b2 if x.shape[0] == 3 else x * 0
-    result = checks.feed_forward(typed_width)
+    result = checks.CHECKS["feed_forward"](typed_width)
     expect(result, False, "it agrees on x (3, 5,")
     expect(result, False, "typed in as a number")
 
@@ -167,21 +175,21 @@ def test_a_hint_that_fits_two_mistakes_names_both():
 
 def test_forgetting_the_heads_and_counting_numbers_get_their_own_hints():
     """H = 4 and 4 bytes a float are told apart: the sizes vary."""
-    expect(checks.predicted_peak(lambda B, H, L, d: (2 * B * L * L + B * L * d) * 4), False, "number of heads")
-    expect(checks.predicted_peak(lambda B, H, L, d: 2 * B * H * L * L + B * H * L * d), False, "4 bytes")
-    expect(checks.step_peak(lambda B, H, N, n: (n + 2) * B * N * N * 4), False, "number of heads")
-    expect(checks.step_peak(lambda B, H, N, n: (n + 2) * B * H * N * N), False, "4 bytes")
+    expect(checks.CHECKS["predicted_peak"](lambda B, H, L, d: (2 * B * L * L + B * L * d) * 4), False, "number of heads")
+    expect(checks.CHECKS["predicted_peak"](lambda B, H, L, d: 2 * B * H * L * L + B * H * L * d), False, "4 bytes")
+    expect(checks.CHECKS["step_peak"](lambda B, H, N, n: (n + 2) * B * N * N * 4), False, "number of heads")
+    expect(checks.CHECKS["step_peak"](lambda B, H, N, n: (n + 2) * B * H * N * N), False, "4 bytes")
 
 
 def test_a_gelu_and_a_wrong_softmax_axis_get_their_own_hints():
     import torch.nn.functional as F
-    expect(checks.feed_forward(lambda x, w1, b1, w2, b2: F.gelu(x @ w1.T + b1) @ w2.T + b2), False, "GELU")
+    expect(checks.CHECKS["feed_forward"](lambda x, w1, b1, w2, b2: F.gelu(x @ w1.T + b1) @ w2.T + b2), False, "GELU")
 
     def wrong_axis(q, k, v):
         L = q.shape[-2]
         s = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(~torch.ones(L, L, dtype=bool).tril(), -1e9)
         return s.softmax(-2) @ v
-    result = checks.causal_attention(wrong_axis)
+    result = checks.CHECKS["causal_attention"](wrong_axis)
     expect(result, False, "runs over the queries")
     assert "-inf before the softmax" not in result.message
 
@@ -189,12 +197,12 @@ def test_a_gelu_and_a_wrong_softmax_axis_get_their_own_hints():
 def test_a_right_answer_that_deep_copies_its_inputs_is_not_blamed_for_the_copies():
     deep = ANSWERS["blocked_local_attention"][2]
     assert "deepcopy" in deep.source and deep.kind == "right"
-    result = checks.blocked_local_attention(deep.function())
+    result = checks.CHECKS["blocked_local_attention"](deep.function())
     expect(result, True, "the largest tensor had")
 
 
 def test_the_allocation_probe_counts_new_tensors_only():
-    from labsupport.checks.efficient import Allocations
+    from labsupport.sections.efficient_attention.checks import Allocations
     x = torch.zeros(4, 8)
     with Allocations() as probe:
         copy.deepcopy(x), x.view(32), x.expand(2, 4, 8), x.add_(1)
@@ -208,16 +216,16 @@ def test_the_allocation_probe_counts_new_tensors_only():
 # --- the practice check and the graded test -------------------------------------------------------
 
 def test_the_practice_check_is_the_same_every_run_and_says_it_is_practice():
-    result = checks.attention_weights(RIGHT["attention_weights"])
-    assert str(result) == str(checks.attention_weights(RIGHT["attention_weights"]))
+    result = checks.CHECKS["attention_weights"](RIGHT["attention_weights"])
+    assert str(result) == str(checks.CHECKS["attention_weights"](RIGHT["attention_weights"]))
     assert words(PRACTICE_NOTE) in words(str(result)) and str(result).startswith("[PASS]")
 
 
 def test_graded_draws_are_reproducible_by_their_seed_and_differ_from_practice():
-    texts = [case.text for case in checks.causal_attention.body.__globals__["_causal_cases"](Draw(7, graded=True))]
-    again = [case.text for case in checks.causal_attention.body.__globals__["_causal_cases"](Draw(7, graded=True))]
-    other = [case.text for case in checks.causal_attention.body.__globals__["_causal_cases"](Draw(8, graded=True))]
-    practice = [case.text for case in checks.causal_attention.body.__globals__["_causal_cases"](Draw())]
+    texts = [case.text for case in checks.CHECKS["causal_attention"].body.__globals__["_causal_cases"](Draw(7, graded=True))]
+    again = [case.text for case in checks.CHECKS["causal_attention"].body.__globals__["_causal_cases"](Draw(7, graded=True))]
+    other = [case.text for case in checks.CHECKS["causal_attention"].body.__globals__["_causal_cases"](Draw(8, graded=True))]
+    practice = [case.text for case in checks.CHECKS["causal_attention"].body.__globals__["_causal_cases"](Draw())]
     assert texts == again and texts != other and texts != practice
 
 
@@ -252,7 +260,7 @@ def _cell(source: str, name: str, **namespace):
     return namespace[name]
 
 
-FORBIDDEN = checks.forbidden_names(checks.attention_weights)
+FORBIDDEN = checks.forbidden_names(checks.CHECKS["attention_weights"])
 
 
 def test_a_plain_answer_uses_nothing_forbidden():
@@ -262,12 +270,12 @@ def test_a_plain_answer_uses_nothing_forbidden():
 
 
 def test_a_local_variable_named_like_a_library_global_is_not_the_library():
-    from labsupport.report import table
+    from labsupport.display import table
     cell = ("def f(length, d):\n    table = torch.zeros(length, d)\n    checks = [table for table in [table]]\n"
             "    return table\n")
     assert checks.forbidden_uses(_cell(cell, "f", table=table, torch=torch, checks=checks), FORBIDDEN) == []
     global_use = _cell("def f(length, d):\n    return table(length)\n", "f", table=table)
-    assert checks.forbidden_uses(global_use, FORBIDDEN) == ["`table` (labsupport.report.table)"]
+    assert checks.forbidden_uses(global_use, FORBIDDEN) == ["`table` (labsupport.display.table)"]
 
 
 def test_the_reader_finds_imports_aliases_helpers_and_frame_tricks():
@@ -297,11 +305,11 @@ def test_the_reader_finds_imports_aliases_helpers_and_frame_tricks():
 def test_what_one_exercise_forbids_another_may_use():
     import torch.nn.functional as F
     sdpa = _cell("def f(q, k, v, block):\n    return F.scaled_dot_product_attention(q, k, v)\n", "f", F=F)
-    assert checks.forbidden_uses(sdpa, checks.forbidden_names(checks.blocked_local_attention)) == []
-    assert checks.forbidden_uses(sdpa, checks.forbidden_names(checks.causal_attention))
+    assert checks.forbidden_uses(sdpa, checks.forbidden_names(checks.CHECKS["blocked_local_attention"])) == []
+    assert checks.forbidden_uses(sdpa, checks.forbidden_names(checks.CHECKS["causal_attention"]))
     profiled = _cell("def f(b, h, L, d):\n    import torch.profiler\n    return 1\n", "f")
-    assert checks.forbidden_uses(profiled, checks.forbidden_names(checks.predicted_peak))
-    assert not checks.forbidden_uses(profiled, checks.forbidden_names(checks.compress_update))
+    assert checks.forbidden_uses(profiled, checks.forbidden_names(checks.CHECKS["predicted_peak"]))
+    assert not checks.forbidden_uses(profiled, checks.forbidden_names(checks.CHECKS["compress_update"]))
 
 
 # --- a check is kind to the notebook -------------------------------------------------------------
@@ -359,10 +367,10 @@ def test_the_in_place_answers_students_write_pass():
         x += layer.linear2(F.relu(layer.linear1(layer.norm2(x))))
         return x
 
-    expect(checks.pre_norm_block(pre_norm), True, "changed its input `x` in place")
-    expect(checks.attention_weights(weights_in_place), True, "changed its input `q` in place")
-    expect(checks.causal_block(block_in_place), True, "`x` in place")
-    expect(checks.compress_update(compress), True, "`h` in place")
+    expect(checks.CHECKS["pre_norm_block"](pre_norm), True, "changed its input `x` in place")
+    expect(checks.CHECKS["attention_weights"](weights_in_place), True, "changed its input `q` in place")
+    expect(checks.CHECKS["causal_block"](block_in_place), True, "`x` in place")
+    expect(checks.CHECKS["compress_update"](compress), True, "`h` in place")
 
 
 def draws_random_numbers(answer):
@@ -448,12 +456,12 @@ def test_numpy_and_tensor_numbers_are_numbers(name):
 
 def test_numpy_bools_and_sequences_are_accepted():
     import numpy as np
-    expect(checks.peeks(lambda m, x, t: np.bool_(RIGHT["peeks"](m, x, t))), True, "catches")
+    expect(checks.CHECKS["peeks"](lambda m, x, t: np.bool_(RIGHT["peeks"](m, x, t))), True, "catches")
     buckets = RIGHT["untrained_buckets"]
-    expect(checks.untrained_buckets(lambda: np.array(buckets())), True, "exactly those")
-    expect(checks.untrained_buckets(lambda: tuple(float(b) for b in buckets())), True, "exactly those")
-    expect(checks.untrained_buckets(lambda: 0.5), False, "should return a list of bucket numbers, got float")
-    expect(checks.peeks(lambda m, x, t: torch.tensor(True)), False, "a bool")
+    expect(checks.CHECKS["untrained_buckets"](lambda: np.array(buckets())), True, "exactly those")
+    expect(checks.CHECKS["untrained_buckets"](lambda: tuple(float(b) for b in buckets())), True, "exactly those")
+    expect(checks.CHECKS["untrained_buckets"](lambda: 0.5), False, "should return a list of bucket numbers, got float")
+    expect(checks.CHECKS["peeks"](lambda m, x, t: torch.tensor(True)), False, "a bool")
 
 
 TENSOR_CHECKS = [n for n in TAKES_TENSORS if n not in ("online_step", "compress_update")] + ["shift_matrix"]
@@ -483,20 +491,20 @@ def test_a_half_precision_answer_is_told_to_keep_the_dtype(name):
 
 
 def test_online_step_names_a_malformed_state():
-    expect(checks.online_step(lambda m, l, acc, s, v: (m, l)), False, "tuple (m, l, acc), got tuple")
-    expect(checks.online_step(lambda m, l, acc, s, v: acc), False, "tuple (m, l, acc), got Tensor")
-    expect(checks.online_step(lambda m, l, acc, s, v: (m, l, acc[:, :1])), False, "online_step's acc should have shape")
+    expect(checks.CHECKS["online_step"](lambda m, l, acc, s, v: (m, l)), False, "tuple (m, l, acc), got tuple")
+    expect(checks.CHECKS["online_step"](lambda m, l, acc, s, v: acc), False, "tuple (m, l, acc), got Tensor")
+    expect(checks.CHECKS["online_step"](lambda m, l, acc, s, v: (m, l, acc[:, :1])), False, "online_step's acc should have shape")
 
 
 # --- the predictions, against what the checks measure ------------------------------------------------
 
 def test_predicted_peak_is_exact_against_the_allocator_at_every_practice_and_graded_size():
-    from labsupport.checks.self_attention import measured_naive_peak, naive_peak_model
+    from labsupport.sections.self_attention.checks import measured_naive_peak, naive_peak_model
     from labsupport.timing import cpu_peak_supported
     if not cpu_peak_supported():
         pytest.skip("this platform cannot measure CPU peaks")
     draws = [Draw(seed, graded=True) for seed in GRADED_SEEDS]
-    for case in [c for d in [Draw(), *draws] for c in checks.predicted_peak.body.__globals__["_peak_cases"](d)]:
+    for case in [c for d in [Draw(), *draws] for c in checks.CHECKS["predicted_peak"].body.__globals__["_peak_cases"](d)]:
         assert measured_naive_peak(*case.args) == naive_peak_model(*case.args), case.text
 
 
@@ -504,7 +512,7 @@ def test_the_feature_estimate_is_checked_on_inputs_where_the_right_formula_has_r
     """12.5.1's Monte Carlo property runs on fixed inputs: a random draw misses 5% one time in 8."""
     import math as m
 
-    from labsupport.checks.efficient import PROPERTY_SEED
+    from labsupport.sections.efficient_attention.checks import PROPERTY_SEED
     fixed = Draw(PROPERTY_SEED)
     x, w = fixed.randn(5, 4, scale=0.3), fixed.randn(20000, 4)
     phi = torch.exp(x @ w.T - x.pow(2).sum(-1, keepdim=True) / 2) / m.sqrt(20000)
@@ -513,45 +521,45 @@ def test_the_feature_estimate_is_checked_on_inputs_where_the_right_formula_has_r
 
 def test_heads_peak_ratio_names_the_usual_mistakes():
     """Exercise 12.2.4: B = 2, L = 512, d = 64; q, k, v stay, the scores grow with H."""
-    from labsupport.checks.transformer import HEADS_SIZES, heads_peak_model, measured_heads_peaks
+    from labsupport.sections.transformer.checks import HEADS_SIZES, heads_peak_model, measured_heads_peaks
     B, L, d = HEADS_SIZES.values()
     peaks, measured = measured_heads_peaks(B, L, d)
     assert measured and peaks == {H: heads_peak_model(B, L, d, H) + (H > 1) * B * L * d * 4 for H in (1, 4)}, \
         "the byte model: q, k, v, two score matrices per head and the output (with 4 heads, one more copy)"
     counted = lambda H: 3 * B * L * d + 2 * B * H * L * L      # noqa: E731 (q, k, v and the scores)
-    expect(checks.heads_peak_ratio(lambda: counted(4) / counted(1)), True, "within 5% of the measured ratio")
-    expect(checks.heads_peak_ratio(lambda: 1), False, "each head keeps its own (B, L, L) score matrix")
-    expect(checks.heads_peak_ratio(lambda: counted(1) / counted(4)), False, "1 head over 4 heads")
-    expect(checks.heads_peak_ratio(lambda: 2.0), False, "count the bytes alive at the peak")
-    expect(checks.heads_peak_ratio(lambda: -3.5), False, "positive number")
-    expect(checks.heads_peak_ratio(lambda: "3.5"), False, "return a ratio")
+    expect(checks.CHECKS["heads_peak_ratio"](lambda: counted(4) / counted(1)), True, "within 5% of the measured ratio")
+    expect(checks.CHECKS["heads_peak_ratio"](lambda: 1), False, "each head keeps its own (B, L, L) score matrix")
+    expect(checks.CHECKS["heads_peak_ratio"](lambda: counted(1) / counted(4)), False, "1 head over 4 heads")
+    expect(checks.CHECKS["heads_peak_ratio"](lambda: 2.0), False, "count the bytes alive at the peak")
+    expect(checks.CHECKS["heads_peak_ratio"](lambda: -3.5), False, "positive number")
+    expect(checks.CHECKS["heads_peak_ratio"](lambda: "3.5"), False, "return a ratio")
 
 
 def test_untrained_buckets():
     """12.3 exercise 3: the T5 buckets a 111-token causal window reads and 27 tokens never train;
     the pass names no bucket (the answer stays the student's)."""
-    from labsupport.checks.positional import bucket_rows_read
+    from labsupport.sections.positional_encodings.checks import bucket_rows_read
     assert bucket_rows_read(27) == set(range(20))                       # offsets 0..26
     assert bucket_rows_read(111) - bucket_rows_read(27) == set(range(20, 31))
-    expect(checks.untrained_buckets(lambda: torch.arange(20, 31)), True, "exactly those")
-    assert "20" not in checks.untrained_buckets(lambda: [20.0 + i for i in range(11)]).message
-    expect(checks.untrained_buckets(lambda: list(range(20, 32))), False, "offsets from 113 on")
-    expect(checks.untrained_buckets(lambda: [12, 13, 14, 15]), False, "one-sided")
-    expect(checks.untrained_buckets(lambda: list(range(10, 31))), False, "already reads")
-    expect(checks.untrained_buckets(lambda: list(range(20, 26))), False, "55 tokens")
-    expect(checks.untrained_buckets(lambda: [20, 22]), False, "missing")
-    expect(checks.untrained_buckets(lambda: [20.5]), False, "whole bucket numbers")
-    expect(checks.untrained_buckets(lambda: 20), False, "a list of bucket numbers")
+    expect(checks.CHECKS["untrained_buckets"](lambda: torch.arange(20, 31)), True, "exactly those")
+    assert "20" not in checks.CHECKS["untrained_buckets"](lambda: [20.0 + i for i in range(11)]).message
+    expect(checks.CHECKS["untrained_buckets"](lambda: list(range(20, 32))), False, "offsets from 113 on")
+    expect(checks.CHECKS["untrained_buckets"](lambda: [12, 13, 14, 15]), False, "one-sided")
+    expect(checks.CHECKS["untrained_buckets"](lambda: list(range(10, 31))), False, "already reads")
+    expect(checks.CHECKS["untrained_buckets"](lambda: list(range(20, 26))), False, "55 tokens")
+    expect(checks.CHECKS["untrained_buckets"](lambda: [20, 22]), False, "missing")
+    expect(checks.CHECKS["untrained_buckets"](lambda: [20.5]), False, "whole bucket numbers")
+    expect(checks.CHECKS["untrained_buckets"](lambda: 20), False, "a list of bucket numbers")
 
 
 def test_kept_fractions():
-    passed = checks.kept_fractions(lambda: {24: 0.02, 168: 0.93, 8766: 0.99})
+    passed = checks.CHECKS["kept_fractions"](lambda: {24: 0.02, 168: 0.93, 8766: 0.99})
     expect(passed, True, "within 0.05")
     assert "0.97" not in passed.message and "1.00" not in passed.message        # no measured value given away
-    expect(checks.kept_fractions(lambda: {24: 0.0, 168: 0.97, 8766: 0.5}), False, "1/365 of a year")
-    expect(checks.kept_fractions(lambda: {24: 0, 168: 97, 8766: 100}), False, "not as a percentage")
-    expect(checks.kept_fractions(lambda: [0.0, 0.97, 1.0]), False, "keys 24, 168 and 8766")
-    expect(checks.kept_fractions(lambda: {24: "none", 168: 0.97, 8766: 1.0}), False,
+    expect(checks.CHECKS["kept_fractions"](lambda: {24: 0.0, 168: 0.97, 8766: 0.5}), False, "1/365 of a year")
+    expect(checks.CHECKS["kept_fractions"](lambda: {24: 0, 168: 97, 8766: 100}), False, "not as a percentage")
+    expect(checks.CHECKS["kept_fractions"](lambda: [0.0, 0.97, 1.0]), False, "keys 24, 168 and 8766")
+    expect(checks.CHECKS["kept_fractions"](lambda: {24: "none", 168: 0.97, 8766: 1.0}), False,
            "a fraction for the daily cycle")
 
 
@@ -560,7 +568,7 @@ def test_kept_fractions_are_measured_as_the_formula_says():
     of p hours (the Dirichlet kernel): 0 for p = r, about 0.967 for a week."""
     import math as m
 
-    from labsupport.checks.long_sequences import measured_kept_fractions
+    from labsupport.sections.long_sequences.checks import measured_kept_fractions
     for period, kept in measured_kept_fractions().items():
         want = abs(m.sin(m.pi * 24 / period) / (24 * m.sin(m.pi / period)))
         assert kept == pytest.approx(want, abs=1e-9), period
@@ -568,18 +576,18 @@ def test_kept_fractions_are_measured_as_the_formula_says():
 
 def test_stride_saving():
     n1, n12 = (336 - 24) // 1 + 1, (336 - 24) // 12 + 1
-    expect(checks.stride_saving(lambda: 134), True, "within 5% of the measured ratio")
-    assert "134" not in checks.stride_saving(lambda: 134).message and "313" not in checks.stride_saving(lambda: 134).message
-    expect(checks.stride_saving(lambda: n1 / n12), False, "square of the token count")
-    expect(checks.stride_saving(lambda: (n12 / n1) ** 2), False, "fraction of the cost that is left")
-    expect(checks.stride_saving(lambda: -3), False, "positive factor")
-    expect(checks.stride_saving(lambda: 60), False, "square their ratio")
+    expect(checks.CHECKS["stride_saving"](lambda: 134), True, "within 5% of the measured ratio")
+    assert "134" not in checks.CHECKS["stride_saving"](lambda: 134).message and "313" not in checks.CHECKS["stride_saving"](lambda: 134).message
+    expect(checks.CHECKS["stride_saving"](lambda: n1 / n12), False, "square of the token count")
+    expect(checks.CHECKS["stride_saving"](lambda: (n12 / n1) ** 2), False, "fraction of the cost that is left")
+    expect(checks.CHECKS["stride_saving"](lambda: -3), False, "positive factor")
+    expect(checks.CHECKS["stride_saving"](lambda: 60), False, "square their ratio")
 
 
 def test_compress_update_is_the_books_compressive_memory_on_whole_groups():
     """The exercise's rule equals CompressiveMemory.update when every overflow is whole groups."""
-    from labsupport.checks.long_sequences import _update
     from labsupport.memory import CompressiveMemory
+    from labsupport.sections.long_sequences.checks import _update
     g = torch.Generator().manual_seed(0)
     for rate, mem_len, cmem_len, M, C, L in [(2, 4, 3, 4, 2, 4), (1, 3, 4, 3, 4, 2), (3, 3, 5, 3, 4, 6),
                                               (4, 8, 2, 0, 0, 4), (2, 8, 3, 8, 3, 8)]:
@@ -591,13 +599,13 @@ def test_compress_update_is_the_books_compressive_memory_on_whole_groups():
 
 
 def test_compress_update_names_a_malformed_state():
-    expect(checks.compress_update(lambda m, c, h, *sizes: m), False, "tuple of two tensors, got Tensor")
-    expect(checks.compress_update(lambda m, c, h, *sizes: (m, c[0])), False, "should have shape")
+    expect(checks.CHECKS["compress_update"](lambda m, c, h, *sizes: m), False, "tuple of two tensors, got Tensor")
+    expect(checks.CHECKS["compress_update"](lambda m, c, h, *sizes: (m, c[0])), False, "should have shape")
 
 
 def test_stride_saving_measures_the_score_matrices():
     """The largest tensor is the (B, H, N, N) scores: the ratio is exactly (313 / 27)^2."""
-    from labsupport.checks.long_sequences import measured_stride_saving
+    from labsupport.sections.long_sequences.checks import measured_stride_saving
     ratio, tokens = measured_stride_saving()
     assert tokens == [313, 27]
     assert ratio == pytest.approx(313 ** 2 / 27 ** 2, rel=1e-12)
@@ -606,24 +614,24 @@ def test_stride_saving_measures_the_score_matrices():
 def test_step_peak_names_the_usual_mistakes():
     def matrices(count):
         return lambda b, h, n, layers: count(layers) * b * h * n * n * 4
-    expect(checks.step_peak(matrices(lambda n: n + 2)), True, "within 10% of the measured peak")
-    expect(checks.step_peak(matrices(lambda n: 2 * n)), False, "keeps only what the backward needs")
-    expect(checks.step_peak(matrices(lambda n: n)), False, "the gradient of its weights")
-    expect(checks.step_peak(matrices(lambda n: 2)), False, "so the layers count")
-    expect(checks.step_peak(lambda b, h, n, layers: (layers + 2) * n * n * 4), False, "batch * heads")
-    expect(checks.step_peak(lambda b, h, n, layers: 1e6), False, "times the measured peak")
-    expect(checks.step_peak(lambda b, h, n, layers: "40 MB"), False, "return a number of bytes")
+    expect(checks.CHECKS["step_peak"](matrices(lambda n: n + 2)), True, "within 10% of the measured peak")
+    expect(checks.CHECKS["step_peak"](matrices(lambda n: 2 * n)), False, "keeps only what the backward needs")
+    expect(checks.CHECKS["step_peak"](matrices(lambda n: n)), False, "the gradient of its weights")
+    expect(checks.CHECKS["step_peak"](matrices(lambda n: 2)), False, "so the layers count")
+    expect(checks.CHECKS["step_peak"](lambda b, h, n, layers: (layers + 2) * n * n * 4), False, "batch * heads")
+    expect(checks.CHECKS["step_peak"](lambda b, h, n, layers: 1e6), False, "times the measured peak")
+    expect(checks.CHECKS["step_peak"](lambda b, h, n, layers: "40 MB"), False, "return a number of bytes")
 
 
 def test_step_peak_measures_what_the_model_says_at_practice_and_graded_sizes():
     """The reference's (layers + 2) matrices, against the allocator: the N x N matrices
     dominate the narrow encoder the check measures (within 8%, never below the model)."""
-    from labsupport.checks.lab import measured_step_peak
-    from labsupport.checks.reference import predicted_step_peak
+    from labsupport.sections.lab.checks import measured_step_peak
+    from labsupport.sections.lab.reference import predicted_step_peak
     from labsupport.timing import cpu_peak_supported
     if not cpu_peak_supported():
         pytest.skip("this platform cannot measure CPU peaks")
-    cases = checks.step_peak.body.__globals__["_step_cases"]
+    cases = checks.CHECKS["step_peak"].body.__globals__["_step_cases"]
     for draw in [Draw(), *(Draw(seed, graded=True) for seed in range(6))]:
         for case in cases(draw):
             ratio = measured_step_peak(*case.args) / predicted_step_peak(*case.args)
@@ -631,18 +639,27 @@ def test_step_peak_measures_what_the_model_says_at_practice_and_graded_sizes():
 
 
 def test_performer_error_exponent_names_the_usual_mistakes():
-    from labsupport.checks.efficient import EXPONENT_TOLERANCE, SMALL_SCALE, measured_error_exponent
+    from labsupport.sections.efficient_attention.checks import (
+        EXPONENT_TOLERANCE,
+        SMALL_SCALE,
+        measured_error_exponent,
+    )
     measured = measured_error_exponent(SMALL_SCALE)
     assert abs(measured + 0.5) < EXPONENT_TOLERANCE / 2, measured   # the Monte Carlo rule, with room
-    expect(checks.performer_error_exponent(lambda: 0.0), False, "does fall with m")
-    expect(checks.performer_error_exponent(lambda: -0.25), False, "more than 0.1 from the measured")
-    expect(checks.performer_error_exponent(lambda: "m^-1/2"), False, "return an exponent p")
+    expect(checks.CHECKS["performer_error_exponent"](lambda: 0.0), False, "does fall with m")
+    expect(checks.CHECKS["performer_error_exponent"](lambda: -0.25), False, "more than 0.1 from the measured")
+    expect(checks.CHECKS["performer_error_exponent"](lambda: "m^-1/2"), False, "return an exponent p")
     for answer in (-0.5, -0.25, -0.8):          # neither a pass nor a hint prints the answer
-        assert f"{measured:+.2f}" not in str(checks.performer_error_exponent(lambda a=answer: a))
+        assert f"{measured:+.2f}" not in str(checks.CHECKS["performer_error_exponent"](lambda a=answer: a))
 
 
 def test_the_performer_error_exponent_is_deterministic_and_needs_small_inputs():
-    from labsupport.checks.efficient import LARGE_SCALE, SMALL_SCALE, measured_error_exponent, performer_error
+    from labsupport.sections.efficient_attention.checks import (
+        LARGE_SCALE,
+        SMALL_SCALE,
+        measured_error_exponent,
+        performer_error,
+    )
     assert performer_error(SMALL_SCALE) == performer_error(SMALL_SCALE)
     assert measured_error_exponent(LARGE_SCALE) > -0.3       # far from -1/2 on larger inputs
 
@@ -700,7 +717,7 @@ def test_weights_that_almost_sum_to_one_print_the_sum_that_missed():
     def eps_in_denominator(q, k):
         e = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).exp()
         return e / (e.sum(-1, keepdim=True) + 1e-5)
-    result = checks.attention_weights(eps_in_denominator)
+    result = checks.CHECKS["attention_weights"](eps_in_denominator)
     expect(result, False, "sum to 0.99999")
     expect(result, False, ", not 1 (off by ")
 
@@ -708,10 +725,10 @@ def test_weights_that_almost_sum_to_one_print_the_sum_that_missed():
 def test_a_ratio_just_outside_the_tolerance_does_not_read_as_inside_it():
     from labsupport.checks.core import times
     assert times(1.0504, 0.05) == "1.0504" and times(1.2, 0.05) == "1.20" and times(0.9499, 0.05) == "0.9499"
-    from labsupport.checks.transformer import HEADS_SIZES, measured_heads_peaks
+    from labsupport.sections.transformer.checks import HEADS_SIZES, measured_heads_peaks
     peaks, _ = measured_heads_peaks(**HEADS_SIZES)
     ratio = peaks[4] / peaks[1]
-    expect(checks.heads_peak_ratio(lambda: ratio * 1.0504), False, "your prediction is 1.0504 times")
+    expect(checks.CHECKS["heads_peak_ratio"](lambda: ratio * 1.0504), False, "your prediction is 1.0504 times")
 
 
 def test_an_exponent_just_outside_the_tolerance_prints_a_gap_beyond_it():

@@ -82,10 +82,10 @@ def _claims_notebook(path: Path) -> None:
     """A notebook whose one output is `labsupport.report.claims_checked`'s closing line."""
     from unittest import mock
 
-    from labsupport import report
+    from labsupport import display, report
 
     shown = []
-    with mock.patch.object(report, "in_notebook", lambda: True), \
+    with mock.patch.object(display, "in_notebook", lambda: True), \
             mock.patch("IPython.display.display", lambda data, raw=False: shown.append(data)):
         saved = dict(report._CLAIMS)
         report.forget_claims()

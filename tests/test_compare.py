@@ -17,10 +17,10 @@ from labsupport.compare import (
     TrainingRecord,
     compare,
     diebold_mariano,
-    warmup_cosine,
 )
 from labsupport.data import ForecastTask, Standardizer
 from labsupport.models import GRUForecaster, LinearForecaster, RidgeForecaster, seasonal_naive
+from labsupport.schedules import warmup_cosine
 from labsupport.train import History, Metrics, evaluate, window_errors
 
 matplotlib.use("Agg")
@@ -338,11 +338,11 @@ def test_table_rows_legend_and_the_verdict_column(capsys):
 
 
 def test_the_legend_is_one_markdown_line_that_links_to_the_protocol(monkeypatch):
-    from labsupport import report
+    from labsupport import display
     from labsupport.links import PROTOCOL
 
     shown = []
-    monkeypatch.setattr(report, "in_notebook", lambda: True)
+    monkeypatch.setattr(display, "in_notebook", lambda: True)
     monkeypatch.setattr("IPython.display.display", lambda data, raw=False: shown.append(data))
     table_of(entry("A", [0.10, 0.12]), entry(RIDGE, [0.125], trained=False)).table()
     [data] = shown

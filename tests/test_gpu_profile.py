@@ -1,11 +1,12 @@
 """The gpu profile sized for the card it runs on, tested on faked CUDA devices: every sweep
 point meant to run fits 60% of the card by the byte model of what that sweep allocates
-(`labsupport.byte_models`, checked against measured peaks in test_kernel_memory.py, or peaks
-measured here on the CPU), the sweeps meant to hit the
+(`labsupport.byte_models` and the sections' own, checked against measured peaks in
+test_kernel_memory.py, or peaks measured here on the CPU), the sweeps meant to hit the
 out-of-memory wall end past the card's memory, the dtype and the SDPA backend follow the
 compute capability, and smaller cards never get longer sweeps."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import partial
 from types import SimpleNamespace
@@ -14,15 +15,52 @@ import pytest
 import torch
 
 from labsupport import profile
-from labsupport.byte_models import (
-    bill_bytes,
-    efficient_naive_bytes,
-    final_bytes,
-    fused_sweep_bytes,
-    inputs_bytes,
-    lab_step_bytes,
-    naive_bytes,
+from labsupport.byte_models import inputs_bytes, naive_bytes
+from labsupport.sections import (  # noqa: F401  (registers the sizes)
+    NAMES,
+    efficient_attention,
+    lab,
+    long_sequences,
+    positional_encodings,
+    self_attention,
+    transformer,
 )
+from labsupport.sections.efficient_attention.sizes import naive_sweep_bytes as efficient_naive_bytes
+from labsupport.sections.lab.sizes import step_bytes as lab_step_bytes
+from labsupport.sections.long_sequences.sizes import final_bytes, fused_sweep_bytes
+from labsupport.sections.self_attention.sizes import bill_bytes
+
+# every card-dependent size by the short name the tests below use: (section, field)
+FLAT = {"bill_lengths": ("self_attention", "bill_lengths"),
+        **{k: ("long_sequences", k) for k in ("wall_lengths", "wall_budget", "fused_lengths",
+                                                "final_lengths", "flash_block", "segment_totals",
+                                                "backward_lengths")},
+        "efficient_lengths": ("efficient_attention", "lengths"),
+        "efficient_flash_lengths": ("efficient_attention", "flash_lengths"),
+        "efficient_budget": ("efficient_attention", "budget"),
+        "lab_tokens": ("lab", "tokens"), "lab_budget": ("lab", "budget")}
+
+
+class Flat:
+    """A profile read by the short names of `FLAT` (``F.lab_budget`` is ``P.lab.budget``)."""
+
+    def __init__(self, P):
+        self.P = P
+        self.settings = {k: getattr(getattr(P, sec), f) for k, (sec, f) in FLAT.items()}
+
+    def __getattr__(self, key):
+        return self.settings[key] if key in self.settings else getattr(self.P, key)
+
+    def __str__(self) -> str:
+        return str(self.P)
+
+
+def training_sizes(P) -> dict:
+    """Every size of every section that is not one of `FLAT`: epochs, seeds, widths, strides."""
+    sized = set(FLAT.values())
+    return {(name, f.name): getattr(getattr(P, name), f.name) for name in NAMES
+            for f in dataclasses.fields(getattr(P, name)) if (name, f.name) not in sized}
+
 
 FRACTION = 0.6                       # of the card's memory, the most a point meant to run may hold
 MiB = 2 ** 20
@@ -175,7 +213,7 @@ def fake_gpu(monkeypatch):
         monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: spec.cudnn is not None)
         monkeypatch.setattr(torch.backends.cudnn, "version", lambda: spec.cudnn)
         monkeypatch.setattr(torch.version, "cuda", spec.cuda)
-        return profile.current()
+        return Flat(profile.current())
     return install
 
 
@@ -202,7 +240,8 @@ def test_the_profile_builds_for_the_card_it_finds(fake_gpu, spec):
         assert len(lengths) >= 3 and list(lengths) == sorted(set(lengths)), f"{key}: {lengths}"
         assert all(is_power_of_two(n) for n in lengths), f"{key}: {lengths}"
     # training sizes (epochs, seeds, widths, strides) do not depend on the card
-    assert {k: P.settings[k] for k in profile.GPU_FIXED} == dict(profile.GPU_FIXED), "the same on every card"
+    assert training_sizes(P.P) == training_sizes(profile.current("gpu", card="A100-80GB")), \
+        "the same on every card"
 
 
 @pytest.mark.parametrize("spec", CARDS, ids=[c.key for c in CARDS])
@@ -307,8 +346,6 @@ def test_an_80_gb_card_gets_about_todays_sizes(fake_gpu):
         expected = today[:-1] if key == "wall_lengths" else today
         assert P.settings[key] == expected, key
     assert 16e9 < P.efficient_budget < FRACTION * 85.1e9 and 0 < P.lab_budget < FRACTION * 85.1e9
-    assert profile.PRESETS["gpu"] == profile.current("gpu", card="A100-80GB").settings, \
-        "PRESETS['gpu'] is the gpu profile sized for the reference card"
 
 
 def test_a_t4_gets_float16_sweeps_that_fit_it(fake_gpu):
@@ -343,7 +380,7 @@ def test_the_environment_variable_overrides_on_a_gpu(fake_gpu, monkeypatch):
     fake_gpu(BY_KEY["L4"])
     monkeypatch.setenv(profile.ENV_VAR, "cpu")
     P = profile.current()
-    assert P.name == "cpu" and P.settings == profile.PRESETS["cpu"] and P.card is None
+    assert P.name == "cpu" and P.card is None and P.lab == lab.sizes.CPU
     assert "$LABSUPPORT_PROFILE" in P.describe()
     monkeypatch.setenv(profile.ENV_VAR, "gpu")
     assert profile.current().card.name == "NVIDIA L4"
@@ -353,22 +390,23 @@ def test_gpu_without_a_readable_card_is_sized_for_the_reference(monkeypatch):
     """LABSUPPORT_PROFILE=gpu on a machine without CUDA (or a torch that cannot read the
     device): the reference card's sizes, and the profile says which."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    P = profile.current("gpu")
-    assert P.settings == profile.PRESETS["gpu"] and P.card.name == "NVIDIA A100-SXM4-80GB"
+    P = Flat(profile.current("gpu"))
+    reference = Flat(profile.current("gpu", card="A100-80GB"))
+    assert P.settings == reference.settings and P.card.name == "NVIDIA A100-SXM4-80GB"
     assert "reference" in str(P) and "reference" in P.describe()
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)      # a CPU build says so when faked
-    P = profile.current("gpu")
-    assert P.device.type == "cuda" and P.settings == profile.PRESETS["gpu"] and "reference" in str(P)
+    P = Flat(profile.current("gpu"))
+    assert P.device.type == "cuda" and P.settings == reference.settings and "reference" in str(P)
 
 
 @pytest.mark.parametrize("key", ["T4", "L4", "A100-80GB"])
 def test_a_named_card_sizes_the_gpu_profile_as_the_card_itself_would(fake_gpu, key, monkeypatch):
-    on_the_card = fake_gpu(BY_KEY[key]).settings
+    on_the_card = fake_gpu(BY_KEY[key])
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    named = profile.current("gpu", card=key)
+    named = Flat(profile.current("gpu", card=key))
     assert named.device.type == "cpu" and named.card.name == BY_KEY[key].name
-    sized = {k: named.settings[k] for k in (*SWEEPS, "sweep_dtype", "fused_backend")}
-    assert sized == {k: on_the_card[k] for k in sized}
+    assert named.settings == on_the_card.settings
+    assert (named.sweep_dtype, named.fused_backend) == (on_the_card.sweep_dtype, on_the_card.fused_backend)
 
 
 def test_bad_cards_are_refused():
@@ -380,17 +418,18 @@ def test_bad_cards_are_refused():
         profile.current("cpu", card="T4")
     tiny = profile.Card("Tiny", 256 * MiB, 200 * MiB, (8, 0), bf16=True)
     with pytest.raises(ValueError, match=r"Tiny.*too little memory.*LABSUPPORT_PROFILE=cpu"):
-        profile.current("gpu", card=tiny)
+        profile.current("gpu", card=tiny).self_attention  # noqa: B018 (sizing on first read)
 
 
 def test_the_size_table_lists_each_card(capsys):
-    """``python -m labsupport.profile --card T4 --card L4 --card A100-80GB``: a Markdown table."""
-    from labsupport.profile.__main__ import main
+    """``python -m labsupport.sections --card T4 --card L4 --card A100-80GB``: a Markdown table."""
+    from labsupport.sections.__main__ import main
 
     main(["--card", "T4", "--card", "L4", "--card", "A100-80GB"])
     table = capsys.readouterr().out.replace("\\_", "_").splitlines()    # labsupport.markdown escapes _
     assert table[0].startswith("| setting |") and "Tesla T4" in table[0] and "NVIDIA L4" in table[0]
     rows = {line.split("|")[1].strip(): line for line in table[2:]}
-    assert {"bill_lengths", "wall_lengths", "efficient_budget", "sweep_dtype", "fused_backend"} <= set(rows)
-    assert "float16" in rows["sweep_dtype"] and "bfloat16" in rows["sweep_dtype"]
+    assert {"self_attention.bill_lengths", "long_sequences.wall_lengths", "efficient_attention.budget",
+            "sweep dtype", "fused backend"} <= set(rows)
+    assert "float16" in rows["sweep dtype"] and "bfloat16" in rows["sweep dtype"]
     assert len(table[1].split("|")) == len(table[0].split("|")) == 6      # setting + 3 cards

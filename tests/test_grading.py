@@ -190,7 +190,8 @@ def test_source_version_makes_each_self_check_a_graded_cell_named_after_its_exer
     assert graded[0].metadata.nbgrader.points == 2 and graded[0].metadata.nbgrader.locked
     assert graded[0].source == (
         "# Exercise 12.9.1: Attention weights\n### BEGIN HIDDEN TESTS\n"
-        '_graded = checks.graded("attention_weights", attention_weights, label="Lab step 1: weights")\n'
+        'from labsupport.checks import graded as _graded_test\n'
+        '_graded = _graded_test("attention_weights", attention_weights, label="Lab step 1: weights")\n'
         "assert _graded.passed, _graded\nprint(_graded)\n### END HIDDEN TESTS\n"
         'checks.attention_weights(attention_weights, label="Lab step 1: weights")')
     assert BEGIN in source.cells[4].source, "the solution stays for nbgrader to remove"
@@ -240,7 +241,8 @@ def test_every_exercise_is_one_graded_cell_that_students_see_with_its_title(path
         assert cell.metadata.nbgrader.grade_id.startswith(("exercise-12-", "lab-exercise-"))
     for (_, _, check), cell in zip(found, graded_cells(source)):
         hidden = re.search(r"### BEGIN HIDDEN TESTS\n(.*)### END HIDDEN TESTS", cell.source, re.S)
-        assert hidden and hidden[1].startswith(f'_graded = checks.graded("{check}", ')
+        assert hidden and hidden[1].startswith("from labsupport.checks import graded as _graded_test\n"
+                                               f'_graded = _graded_test("{check}", ')
     text = "\n".join(cell.source for cell in release.cells)
     for marker in ("HIDDEN TESTS", BEGIN, END):
         assert marker not in text, f"{marker!r} left in the release"

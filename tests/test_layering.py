@@ -253,3 +253,21 @@ def test_the_check_sees_an_import_from_above_in_every_form():
     assert violations("sphinx_provenance", apart, table) == []          # an entry point may import any layer
     downward = "from ..units import format_bytes\nfrom .clocks import time_call\nimport torch\n"
     assert violations("timing", imported_modules(downward, "labsupport.timing.peaks", False), table) == []
+
+
+def test_a_section_may_import_any_concept_module_and_no_concept_module_a_section():
+    """The sections are the top layer: a planted import of a section's code from a concept
+    module (a model, the comparison protocol, the claims) fails; a section importing any
+    concept module passes."""
+    assert TABLE["sections"][0] == max(layer for layer, *_ in TABLE.values() if layer != APART)
+    for concept, module, planted in (
+            ("models", "labsupport.models.patch", "from ..sections.lab import racers\n"),
+            ("compare", "labsupport.compare.protocol", "from ..sections import lab\n"),
+            ("profile", "labsupport.profile.choose", "import labsupport.sections.lab.sizes\n"),
+            ("report", "labsupport.report", "def f():\n    from .sections.lab import checks\n")):
+        found = violations(concept, imported_modules(planted, module, False), TABLE)
+        assert found and all("labsupport.sections" in f and "above it" in f for f in found), (concept, found)
+    section = ("from ...compare import compare\nfrom ...models import PatchTransformer\n"
+               "from ...widgets import attention_figure\nfrom ...checks.core import check\n")
+    assert violations("sections", imported_modules(section, "labsupport.sections.lab.checks", False),
+                      TABLE) == []

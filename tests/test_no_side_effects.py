@@ -26,6 +26,7 @@ from labsupport import byte_models as B
 from labsupport import compare as C
 from labsupport import data as D
 from labsupport import devices as Dv
+from labsupport import display as Ds
 from labsupport import layers as Ly
 from labsupport import markdown as Md
 from labsupport import memory as M
@@ -42,7 +43,7 @@ from labsupport import validation as V
 
 MODULES = ["attention", "layers", "positional", "memory", "models", "data", "train", "timing", "plots",
            "widgets", "profile", "report", "provenance", "validation", "compare", "devices",
-           "randomstate", "scaling", "units", "schedules", "byte_models", "markdown"]
+           "randomstate", "scaling", "units", "schedules", "byte_models", "markdown", "display"]
 
 EXEMPT = {
     # records and exceptions: no behaviour to test
@@ -50,7 +51,7 @@ EXEMPT = {
     "profile.Card": "a record", "schedules.Plateau": "a frozen record of a schedule (fit applies it)",
     "data.ChecksumError": "an exception", "validation.NonFiniteError": "an exception", "data.EttData": "a record", "data.ForecastTask": "a record",
     "memory.MemoryState": "a record", "timing.Timing": "a record", "profile.Profile": "a record",
-    "profile.Sizes": "a frozen record",
+    "profile.SectionSizes": "a frozen record of a section's presets",
     "provenance.RunStart": "a record",
     "train.Metrics": "a record", "train.History": "a record",
     "compare.TrainingRecord": "a record", "compare.Entry": "a record", "compare.RunFailure": "a record",
@@ -58,6 +59,12 @@ EXEMPT = {
     "report.ClaimNotConfirmed": "an exception", "markdown.Markdown": "a str that marks a table note",
     # the claim record is the process's own state, kept for the closing line: that is its job
     "report.claims_held": "reads the claim record", "report.forget_claims": "empties the claim record",
+    "report.claims_not_held": "reads the claim record", "report.strict": "reads an environment variable",
+    "compare.legend": "reads a Comparison's record (tests/test_studies.py)",
+    "compare.verdict_table": "prints a Comparison's record (tests/test_studies.py)",
+    "profile.register": "registering a section's sizes in the process's registry is its job",
+    "profile.unregister": "removes a registered section: its job",
+    "profile.registered": "reads the registry",
     "compare.Comparison": "a record of results: its methods read and print it (tests/test_compare.py)",
     "positional.AttentionPosition": "an abstract base; its subclasses are measured",
     "models.Forecaster": "a base class; its subclasses are measured",
@@ -221,7 +228,7 @@ CASES = {   # name: () -> (callable, args, kwargs)
     "train.window_errors": lambda: case(Tr.window_errors, _small_patch_model(), (t(5, 12, 1), t(5, 3, 1, seed=1)),
                                         scaler=D.Standardizer().fit(np.arange(8.0).reshape(4, 2)), channels=[1]),
     "train.check_fit_options": lambda: case(Tr.check_fit_options, epochs=3, lr=0.1, clip=None,
-                                            schedule=C.warmup_cosine(3)),
+                                            schedule=S.warmup_cosine(3)),
     "validation.check_batch_size": lambda: case(V.check_batch_size, np.int64(8)),
     "randomstate.kept_random_state": lambda: case(_seeds_inside_a_kept_state),
     "randomstate.seeded_torch": lambda: case(_draws_inside_seeded_torch),
@@ -235,10 +242,7 @@ CASES = {   # name: () -> (callable, args, kwargs)
     # byte models: plain arithmetic on sizes
     **{f"byte_models.{name}": (lambda name=name, kwargs=kwargs: case(getattr(B, name), 512, **kwargs)) for name, kwargs in {
         "naive_bytes": dict(batch=2, heads=4, causal=True, size=2), "inputs_bytes": dict(heads=4),
-        "fused_bytes": dict(heads=4, size=2, block=64), "fused_sweep_bytes": dict(size=2, block=64),
-        "final_bytes": dict(size=4), "bill_bytes": {}, "backward_bytes": {}, "segment_bytes": {},
-        "efficient_naive_bytes": dict(size=2), "efficient_others_bytes": dict(size=2),
-        "lab_step_bytes": dict(size=4), "lab_activation_bytes": {}, "lab_fused_bytes": {}}.items()},
+        "fused_bytes": dict(heads=4, size=2, block=64)}.items()},
     "units.format_seconds": lambda: case(U.format_seconds, 754.2),
     "scaling.fit_power_law": lambda: case(Sc.fit_power_law, np.array([1.0, 2, 4, 8]), np.array([1.0, 4, 16, 64])),
     "timing.is_out_of_memory": lambda: case(T.is_out_of_memory, RuntimeError("CUDA out of memory")),
@@ -270,14 +274,26 @@ CASES = {   # name: () -> (callable, args, kwargs)
     # profile, report, validation
     "profile.default_name": lambda: case(importlib.import_module("labsupport.profile").default_name),
     "profile.current": lambda: case(importlib.import_module("labsupport.profile").current, "cpu"),
-    "report.verdict": lambda: case(R.verdict, "a claim", True),
     "report.claim": lambda: case(R.claim, "a claim", torch.tensor(True), peaks=[t(3), np.arange(4.0)]),
     "report.claims_checked": lambda: case(R.claims_checked, "cpu, torch 2.13.0"),
-    "report.table": lambda: case(R.table, ["a", "b"], [[1, 2.5], [3, 4.0]], formats={1: "{:.1f}"}),
-    "report.say": lambda: case(R.say, "a sentence with 0.082 in it"),
-    "report.in_notebook": lambda: case(R.in_notebook),
-    "report.sweep_table": lambda: case(R.sweep_table, sweep_rows()),
-    "report.precision_note": lambda: case(R.precision_note, {"naive": A.naive_attention}, 8, torch.bfloat16),
+    "display.table": lambda: case(Ds.table, ["a", "b"], [[1, 2.5], [3, 4.0]], formats={1: "{:.1f}"}),
+    "display.say": lambda: case(Ds.say, "a sentence with 0.082 in it"),
+    "display.show": lambda: case(Ds.show, "**a**", "a"),
+    "display.in_notebook": lambda: case(Ds.in_notebook),
+    "display.describe_value": lambda: case(Ds.describe_value, t(3)),
+    "timing.sweep_table": lambda: case(T.sweep_table, sweep_rows()),
+    "timing.precision_note": lambda: case(T.precision_note, {"naive": A.naive_attention}, 8, torch.bfloat16),
+    "profile.sizes_table": lambda: case(importlib.import_module("labsupport.profile").sizes_table,
+                                        [importlib.import_module("labsupport.profile").current("gpu", card="T4")]),
+    "profile.fitting": lambda: case(importlib.import_module("labsupport.profile").fitting,
+                                    importlib.import_module("labsupport.profile").CARDS["T4"], "x", 1024, 4096,
+                                    256, lambda L: L * L),
+    "profile.powers": lambda: case(importlib.import_module("labsupport.profile").powers, 4, 64),
+    "profile.with_wall": lambda: case(importlib.import_module("labsupport.profile").with_wall, (1024, 2048),
+                                      lambda L: 8 * L * L, importlib.import_module("labsupport.profile").CARDS["T4"]),
+    "profile.budgeted": lambda: case(importlib.import_module("labsupport.profile").budgeted,
+                                     importlib.import_module("labsupport.profile").CARDS["T4"], "x", 1024, 65536,
+                                     256, lambda L: 8 * L * L, lambda L: 1000 * L, lambda L: 4000 * L),
     "provenance.cpu_model": lambda: case(Pv.cpu_model),
     "provenance.device_description": lambda: case(Pv.device_description, "cpu"),
     "provenance.start_run": lambda: case(Pv.start_run),
@@ -322,15 +338,8 @@ def _ridge():
     return case(model, t(4, 8, 1))
 
 
-if hasattr(Mo, "RidgeForecaster"):          # on main since this file was written
-    CASES["models.RidgeForecaster"] = _ridge
-if hasattr(P, "interleave_halves"):          # on main since this file was written
-    CASES["positional.interleave_halves"] = lambda: case(P.interleave_halves, np.int64(6))
-if hasattr(R, "checklist"):                  # on main since this file was written
-    CASES["report.checklist"] = lambda: case(R.checklist, [("a claim", True), ("another", torch.tensor(False))])
-if hasattr(Ly, "sublayer"):                  # gone from main since this file was written
-    CASES["layers.sublayer"] = lambda: case(
-        Ly.sublayer, t(2, 5, 8), lambda h: h * 2, built(torch.nn.LayerNorm, 8), torch.nn.Identity(), True)
+CASES["models.RidgeForecaster"] = _ridge
+CASES["positional.interleave_halves"] = lambda: case(P.interleave_halves, np.int64(6))
 
 def _compare():
     """Two seeds of a small DLinear beside the ridge and the naive: the task's tensors and
@@ -358,6 +367,7 @@ CASES.update({
     "compare.rescore": lambda: case(C.rescore, C.compare(
         _tiny_task(), {"A": C.Trainable(_small_dlinear)}, revin=False, seeds=2, naive_period=6, epochs=2,
         batch_size=16, progress=False), _tiny_task(), naive_period=6),
+    "compare.mean_range": lambda: case(C.mean_range, np.array([0.1, 0.12])),
     "compare.diebold_mariano": lambda: case(C.diebold_mariano, t(30).double(), overlap=2),
     "validation.check_count": lambda: case(V.check_count, "epochs", np.int64(3), least=1, what="the budget"),
     "validation.check_real": lambda: case(V.check_real, "lr", np.float32(0.5), what="a rate", fix="", positive=True),
@@ -366,7 +376,8 @@ CASES.update({
     "validation.count_windows": lambda: case(V.count_windows, (t(4, 12, 1), None)),
     "schedules.warmup_cosine": lambda: case(S.warmup_cosine, 4, warmup=1),
     "schedules.resolve": lambda: case(S.resolve, "type3"),
-    "schedules.rate": lambda: case(S.rate, 0.1, S.Plateau(warmup=2), 0),
+    "schedules.rate": lambda: case(S.rate, 0.1, S.Plateau(), 0),
+    "schedules.multiplier_at": lambda: case(S.multiplier_at, S.Plateau(), 0),
     "data.read_times": lambda: case(D.read_times, ["2020-01-01 00:00", "2020-01-01T01:00"], lambda i: f"row {i}"),
     "compare.Trainable": lambda: case(C.Trainable, lambda revin: None, seeds=[0, 2], lr=0.1),
 })
@@ -651,7 +662,7 @@ def test_compare_leaves_the_task_and_the_random_states_alone_on_every_path(path)
 
 
 SCHEDULES = {"constant": "constant", "type1": "type1", "type3": "type3",
-             "a callable": lambda epoch: 1.0 / (1 + epoch), "warmup_cosine": C.warmup_cosine(3)}
+             "a callable": lambda epoch: 1.0 / (1 + epoch), "warmup_cosine": S.warmup_cosine(3)}
 FIT_PATHS = {                                   # what the model does; the error fit raises
     "success": (dict(), None),
     "diverges after an epoch": (dict(nan_from=4), FloatingPointError),      # 3 batches an epoch

@@ -1,7 +1,16 @@
+"""The profiles and the sections' sizes: chosen by name or environment, each section's sizes
+read as ``P.<section>.<size>`` from what it registered, smoke cheaper than cpu, the gpu
+profile's sweeps reaching the wall on the reference card."""
+import dataclasses
+import importlib
+
 import pytest
 import torch
 
 from labsupport import profile
+from labsupport.sections import NAMES
+
+SECTIONS = {name: importlib.import_module(f"labsupport.sections.{name}") for name in NAMES}
 
 
 def test_env_var_overrides_and_argument_wins(monkeypatch):
@@ -12,132 +21,99 @@ def test_env_var_overrides_and_argument_wins(monkeypatch):
     assert profile.current().name == profile.default_name()
 
 
-def test_unknown_profile_and_setting(monkeypatch):
+def test_unknown_profile_and_section(monkeypatch):
     monkeypatch.setenv(profile.ENV_VAR, "tpu")
     with pytest.raises(ValueError, match=r"unknown profile 'tpu'.*LABSUPPORT_PROFILE"):
         profile.current()
-    with pytest.raises(AttributeError, match=r"'cpu' has no setting 'nope'; settings are \[.*'bill_lengths'"):
-        profile.current("cpu").nope  # noqa: B018 (reading the setting is what raises)
+    with pytest.raises(AttributeError, match=r"'cpu' has no sizes named 'nope'.*import "
+                                             r"labsupport.sections.nope.*registered: .*self_attention"):
+        profile.current("cpu").nope  # noqa: B018 (reading the name is what raises)
 
 
-def test_presets_share_their_keys():
-    assert set(profile.PRESETS["cpu"]) == set(profile.PRESETS["gpu"]) == set(profile.PRESETS["smoke"])
+def test_every_section_registers_its_sizes_and_the_profile_reads_them():
+    """``P.<section>`` is the preset the section registered for that profile: a frozen
+    dataclass, equal on every read."""
+    assert set(NAMES) <= set(profile.registered())
+    for name in NAMES:
+        sizes = profile.registered()[name]
+        for preset in profile.PRESETS:
+            P = profile.current(preset, card="A100-80GB" if preset == "gpu" else None)
+            got = getattr(P, name)
+            assert got == getattr(P, name) and dataclasses.is_dataclass(got)
+            assert got == sizes.for_profile(preset, P.card), (name, preset)
+            assert type(got) is type(sizes.cpu)
+    P = profile.current("cpu")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        P.self_attention.bill_lengths = (1, 2, 3)
 
 
-def test_every_setting_is_a_named_field_that_the_profile_reads_as_an_attribute():
-    """The settings are the fields of `Sizes`, named where a checker sees them; a profile reads
-    each as an attribute, the same value as its preset's, and cannot change it."""
-    from dataclasses import FrozenInstanceError, fields
+def test_register_refuses_what_it_cannot_read():
+    @dataclasses.dataclass(frozen=True)
+    class Demo:
+        n: int
 
-    assert profile.SETTINGS == tuple(f.name for f in fields(profile.Sizes))
-    for name, preset in profile.PRESETS.items():
-        P = profile.current(name, card="A100-80GB" if name == "gpu" else None)
-        assert tuple(P.settings) == profile.SETTINGS
-        assert {key: getattr(P, key) for key in profile.SETTINGS} == dict(preset), name
-    with pytest.raises(FrozenInstanceError, match="cannot assign to field 'bill_lengths'"):
-        P.bill_lengths = (1, 2, 3)
-
-
-def test_a_preset_that_misses_or_invents_a_setting_is_refused():
-    """Every field is required and keyword-only: a preset without a setting, or with one that
-    `Sizes` lacks, fails where it is written (at import for the presets of the package)."""
-    from dataclasses import replace
-
-    cpu = dict(profile.PRESETS["cpu"])
-    del cpu["lab_seeds"]
-    with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'lab_seeds'"):
-        profile.Sizes(**cpu)
-    with pytest.raises(TypeError, match="unexpected keyword argument 'lab_sedes'"):
-        replace(profile.presets.CPU, lab_sedes=3)
-    with pytest.raises(TypeError, match="takes 1 positional argument"):
-        profile.Sizes(*profile.PRESETS["cpu"].values())
+    with pytest.raises(ValueError, match=r"by_card names \['m'\], which are not fields of Demo"):
+        profile.register("demo_sizes", cpu=Demo(1), by_card=("m",))
+    with pytest.raises(ValueError, match=r"'demo sizes' must be a Python identifier"):
+        profile.register("demo sizes", cpu=Demo(1))
+    with pytest.raises(TypeError, match=r"smoke must be an instance of the section's sizes dataclass"):
+        profile.register("demo_sizes", cpu=Demo(1), smoke={"n": 1})
+    assert "demo_sizes" not in profile.registered()
 
 
-def test_smoke_trains_less_and_sweeps_less_within_the_cpu_lengths():
+def _fields(sizes):
+    return {f.name: getattr(sizes, f.name) for f in dataclasses.fields(sizes)}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_smoke_trains_less_and_sweeps_less_within_the_cpu_lengths(name):
     """smoke runs every line at less cost: the nbgrader test runs each notebook 3 times."""
-    cpu, smoke = profile.PRESETS["cpu"], profile.PRESETS["smoke"]
-    trained = [k for k in cpu if k.endswith(("_epochs", "_steps"))]
-    assert trained and all(smoke[k] < cpu[k] for k in trained)
-    assert all(smoke[k] == cpu[k] for k in cpu if k.endswith("_budget"))
-    sweeps = [k for k in cpu if k.endswith(("_lengths", "_tokens", "_totals"))]
-    measured_on_cpu = {n for k in sweeps for n in cpu[k]}
+    cpu = _fields(getattr(profile.current("cpu"), name))
+    smoke = _fields(getattr(profile.current("smoke"), name))
+    trained = [k for k in cpu if k.endswith(("epochs", "_steps"))]
+    assert all(smoke[k] < cpu[k] for k in trained), name
+    assert all(smoke[k] == cpu[k] for k in cpu if k.endswith("budget"))
+    sweeps = [k for k in cpu if k.endswith(("lengths", "tokens", "_totals")) and isinstance(cpu[k], tuple)]
     for k in sweeps:
         assert len(smoke[k]) >= 3 and list(smoke[k]) == sorted(smoke[k]), f"{k}: fits use the last 3"
-        assert set(smoke[k]) <= measured_on_cpu and max(smoke[k]) <= max(cpu[k]), k
-    work = lambda preset: sum(n * n for k in sweeps for n in preset[k])   # noqa: E731 (attention: L^2)
-    assert work(smoke) < work(cpu) / 4
+        assert max(smoke[k]) <= max(cpu[k]), k
 
 
 def test_gpu_sweeps_reach_the_out_of_memory_wall():
-    """PRESETS["gpu"] is the gpu profile sized for the reference card (an 80 GB A100): its
-    naive wall ends in OOM past the card (2 float32 L x L matrices, causal 2 + 2 bytes per
-    score in bfloat16 for the last step), and starts well inside memory; the lab's token sweep
-    skips naive points over a budget below the card (tests/test_gpu_profile.py: every card).
-    Models, not measurements."""
-    gpu, card = profile.PRESETS["gpu"], profile.CARDS["A100-80GB"]
-    assert gpu["wall_budget"] is None
-    assert 2 * 4 * max(gpu["wall_lengths"]) ** 2 > card.total_bytes
-    assert (2 * 2 + 2) * max(gpu["final_lengths"]) ** 2 > card.total_bytes
-    assert 2 * 4 * min(gpu["wall_lengths"]) ** 2 < 1e9
-    assert 0 < gpu["lab_budget"] < card.total_bytes
-    assert (2 + 2) * 8 * 4 * 2 * max(gpu["lab_tokens"]) ** 2 > gpu["lab_budget"]
+    """The gpu profile sized for the reference card (an 80 GB A100): its naive wall ends in OOM
+    past the card (2 float32 L x L matrices, causal 2 + 2 bytes per score in bfloat16 for the
+    last step), and starts well inside memory; the lab's token sweep skips naive points over a
+    budget below the card (tests/test_gpu_profile.py: every card). Models, not measurements."""
+    P, card = profile.current("gpu", card="A100-80GB"), profile.CARDS["A100-80GB"]
+    long = P.long_sequences
+    assert long.wall_budget is None
+    assert 2 * 4 * max(long.wall_lengths) ** 2 > card.total_bytes
+    assert (2 * 2 + 2) * max(long.final_lengths) ** 2 > card.total_bytes
+    assert 2 * 4 * min(long.wall_lengths) ** 2 < 1e9
+    assert 0 < P.lab.budget < card.total_bytes
+    assert (2 + 2) * 8 * 4 * 2 * max(P.lab.tokens) ** 2 > P.lab.budget
 
 
 def test_sweeps_run_in_bfloat16_only_on_a_gpu_that_has_it():
     """Flash SDPA takes only half precision: the reference card's sweeps are bfloat16 (a T4's
     float16: tests/test_gpu_profile.py), the CPU's float32 (bfloat16 matmuls are slow on most
     CPUs)."""
-    assert profile.PRESETS["gpu"]["sweep_dtype"] is torch.bfloat16
-    assert profile.PRESETS["gpu"]["fused_backend"] == "flash"
-    assert profile.PRESETS["cpu"]["sweep_dtype"] is profile.PRESETS["smoke"]["sweep_dtype"] is torch.float32
+    gpu = profile.current("gpu", card="A100-80GB")
+    assert gpu.sweep_dtype is torch.bfloat16 and gpu.fused_backend == "flash"
+    assert profile.current("cpu").sweep_dtype is profile.current("smoke").sweep_dtype is torch.float32
 
 
 def test_the_cpu_profiles_fused_backend_is_the_one_sdpa_runs_there():
     """The fused sweeps' inputs on a CPU: 4 heads of 64, float32, causal."""
-    from labsupport.timing import attention_inputs, sdpa_backend_used
+    from labsupport.attention import sdpa_backend_used
+    from labsupport.timing import attention_inputs
     q, k, v = attention_inputs(256, heads=4)
-    assert sdpa_backend_used(q, k, v, is_causal=True) == profile.PRESETS["cpu"]["fused_backend"]
-    assert profile.PRESETS["smoke"]["fused_backend"] == profile.PRESETS["cpu"]["fused_backend"]
+    assert sdpa_backend_used(q, k, v, is_causal=True) == profile.current("cpu").fused_backend
 
 
-def test_the_lab_races_every_network_at_its_chosen_size_over_three_seeds_in_every_profile():
-    """The lab's race (labsupport.racers): every network at the width the committed sweep
-    chose on validation, over 3 seeds, the same training in the cpu and gpu profiles (the
-    lab's answer is a set of checked verdicts on it); ablations and Step 5 over at least 2."""
-    from labsupport import racers
-
-    cpu, gpu = profile.PRESETS["cpu"], profile.PRESETS["gpu"]
-    assert cpu["lab_train_stride"] <= 2 and cpu["lab_seeds"] >= 3
-    assert min(cpu["lab_ablation_seeds"], cpu["lab_linear_seeds"], cpu["lab_stretch_seeds"]) >= 2
-    assert {k: gpu[k] for k in profile.LAB_TRAINING} == {k: cpu[k] for k in profile.LAB_TRAINING}
-    assert set(racers.SIZES) == {24, 168}
-    assert all(set(sizes) == set(racers.WIDTHS) for sizes in racers.SIZES.values())
-
-
-def test_the_heads_verdicts_read_the_same_readers_in_both_profiles():
-    """12.2's lag readers train on the CPU in every profile and its checked verdicts read the
-    first seed's four-head reader: the same epochs in cpu and gpu; several seeds for the
-    protocol's spread, more on the GPU runner, also for the book's forecaster."""
-    cpu, gpu = profile.PRESETS["cpu"], profile.PRESETS["gpu"]
-    assert cpu["heads_epochs"] == gpu["heads_epochs"]
-    assert cpu["heads_train_stride"] == gpu["heads_train_stride"]
-    assert 2 <= cpu["heads_seeds"] <= gpu["heads_seeds"]
-    assert 2 <= cpu["forecaster_seeds"] <= gpu["forecaster_seeds"]
-    assert cpu["deep_steps"] == gpu["deep_steps"]          # the deep stack trains on the CPU too
-    assert all(p["forecaster_max_epochs"] >= 2 for p in profile.PRESETS.values()), \
-        "compare.warmup_cosine needs a warm-up epoch and one more"
-
-
-def test_the_efficient_table_trains_to_early_stopping_with_enough_seeds():
-    """12.5's accuracy table (the comparison protocol): 3 seeds for full attention, the
-    lesson's reference, at least 2 for every other kernel; an epoch budget well beyond the
-    6-18 epochs that early stopping took (tools/experiments/README.md), a safety net rather
-    than what ends a run. The table is the same in the cpu and gpu profiles, since the
-    section's checked claims read its verdicts."""
-    cpu, gpu = profile.PRESETS["cpu"], profile.PRESETS["gpu"]
-    assert cpu["efficient_full_seeds"] >= 3 and cpu["efficient_seeds"] >= 2
-    assert cpu["efficient_train_stride"] <= 2
-    assert cpu["efficient_max_epochs"] >= 25
-    keys = [k for k in cpu if k.startswith("efficient_") and k not in
-            ("efficient_lengths", "efficient_flash_lengths", "efficient_budget")]
-    assert {k: gpu[k] for k in keys} == {k: cpu[k] for k in keys}
+def test_the_size_table_lists_every_sections_card_dependent_sizes():
+    table = profile.sizes_table([profile.current("gpu", card="T4"), profile.current("gpu", card="H100")])
+    assert "Tesla T4" in table and "H100" in table
+    for name, sizes in profile.registered().items():
+        for key in sizes.by_card:
+            assert f"{name}.{key}".replace("_", "\\_") in table, (name, key)

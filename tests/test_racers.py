@@ -3,8 +3,8 @@ sweep chose, and the training step the lab times."""
 import pytest
 import torch
 
-from labsupport import racers
 from labsupport.models import PatchGRUForecaster, PatchTransformer
+from labsupport.sections.lab import racers
 
 
 def test_the_patch_tcn_reads_the_day_tokens_causally_and_sees_every_one():

@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from labsupport.compare import RIDGE, Comparison, Entry, TrainingRecord
+from labsupport.compare.tables import legend, mean_range, verdict_table
 from labsupport.data import LOOKBACK, book_task, load_vic_elec
 from labsupport.memory import CompressiveMemory
 from labsupport.positional import relative_position_bucket
-from labsupport.studies import memory as mem
-from labsupport.studies import positional as pos
-from labsupport.studies.tables import legend, mean_range, verdict_table
+from labsupport.sections.long_sequences import study as mem
+from labsupport.sections.positional_encodings import study as pos
 from labsupport.train import Metrics
 
 matplotlib.use("Agg")

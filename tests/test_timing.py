@@ -11,11 +11,11 @@ from labsupport.devices import quiet_stderr
 from labsupport.timing import (
     cpu_peak_supported,
     fit_power_law,
-    format_bytes,
     peak_memory,
     peak_resident_bytes,
     time_call,
 )
+from labsupport.units import format_bytes
 
 exact_cpu_peak = pytest.mark.skipif(not cpu_peak_supported(),
                                     reason="this torch's profiler reports no CPU memory events")
@@ -332,8 +332,7 @@ def _row(**changes):
 
 
 def test_peak_fraction_in_rows_and_in_the_sweep_table(capsys):
-    from labsupport.report import sweep_table
-    from labsupport.timing import MatmulPeak, add_peak_fraction
+    from labsupport.timing import MatmulPeak, add_peak_fraction, sweep_table
     row, peak = _row(), MatmulPeak(8.0, torch.float32, "cpu")
     skipped = _row(length=128, tflops=None, status="skipped", note="budget")
     with_fraction = add_peak_fraction([row, skipped], peak)
@@ -349,7 +348,7 @@ def test_peak_fraction_in_rows_and_in_the_sweep_table(capsys):
 
 def test_sweep_table_prints_every_measured_peak(capsys):
     """Exact peaks need no "< 1 MB" floor: a few kB print as what they are."""
-    from labsupport.report import sweep_table
+    from labsupport.timing import sweep_table
     sweep_table([_row(peak_bytes=4096), _row(length=128, peak_bytes=None)])
     lines = capsys.readouterr().out.splitlines()
     assert "4.1 kB" in lines[1] and "not measured" in lines[2] and "<" not in "".join(lines)
@@ -357,7 +356,7 @@ def test_sweep_table_prints_every_measured_peak(capsys):
 
 def test_sweep_table_prints_a_time_range_only_for_repeated_timings(capsys):
     """One repetition has no range: min = max = median prints as the median alone."""
-    from labsupport.report import sweep_table
+    from labsupport.timing import sweep_table
     sweep_table([_row()])
     once = capsys.readouterr().out.splitlines()
     assert "time ms" in once[0] and "min-max" not in once[0] and "(" not in once[1]
@@ -387,8 +386,7 @@ def test_gpu_profile_sweeps_in_bfloat16_against_the_bfloat16_peak(monkeypatch):
     bfloat16 one; the cpu profile keeps float32 and its float32 peak."""
     from labsupport import profile
     from labsupport.attention import sdpa
-    from labsupport.report import sweep_table
-    from labsupport.timing import add_peak_fraction, attention_inputs, cost_sweep, matmul_peak
+    from labsupport.timing import add_peak_fraction, attention_inputs, cost_sweep, matmul_peak, sweep_table
 
     asked = []
 
@@ -488,7 +486,7 @@ def test_matmul_peak_tflops_on_cuda():
 
 def test_precision_note_names_the_backend_and_the_errors(capsys):
     from labsupport.attention import flash_attention, sdpa
-    from labsupport.report import precision_note
+    from labsupport.timing import precision_note
     precision_note({"sdpa": sdpa, "flash": flash_attention}, 64, torch.bfloat16, is_causal=True)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "inputs in bfloat16 on cpu; SDPA ran its flash backend"   # PyTorch's CPU flash
@@ -505,8 +503,7 @@ def test_cost_sweep_records_a_kernel_error_and_goes_on(capsys):
     """A non-memory error is recorded (status "error", the error's type and first line), the
     kernel's longer lengths are skipped, the points already measured are kept, and the other
     kernels run; the summary line counts the error."""
-    from labsupport.report import sweep_table
-    from labsupport.timing import cost_sweep
+    from labsupport.timing import cost_sweep, sweep_table
 
     def breaks_at_32(q, k, v):
         if q.shape[-2] >= 32:
@@ -548,8 +545,7 @@ def test_stop_in_a_cost_sweep_returns_the_rows_measured_so_far(capsys, in_inputs
     """Stop (KeyboardInterrupt) at the second point keeps the first point's measurement and
     marks the point it cut and every point after it "interrupted", as fit and compare keep
     what finished; the summary line counts them."""
-    from labsupport.report import sweep_table
-    from labsupport.timing import cost_sweep
+    from labsupport.timing import cost_sweep, sweep_table
     kernels = {"first": lambda q, k, v: q * 2, "second": lambda q, k, v: q + 1} if in_inputs else \
         {"first": _stops_at(32), "second": lambda q, k, v: q + 1}
     options = dict(make_inputs=_stops_at(32, in_inputs=True)) if in_inputs else dict(make_inputs=_tiny_inputs)

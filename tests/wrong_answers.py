@@ -273,9 +273,9 @@ ANSWERS = {
             """),
         forbidden("""
             def score_matrix_bytes(batch, heads, length, dtype):
-                from labsupport.checks import reference
+                from labsupport.sections.self_attention import reference
                 return reference.score_matrix_bytes(batch, heads, length, dtype)
-            """, "labsupport.checks"),
+            """, "labsupport.sections"),
     ],
     "split_heads": [
         wrong("""
@@ -346,9 +346,9 @@ ANSWERS = {
             """),
         forbidden("""
             def predicted_peak_bytes(batch, heads, length, head_dim):
-                from labsupport.checks.self_attention import measured_naive_peak
+                from labsupport.sections.self_attention.checks import measured_naive_peak
                 return measured_naive_peak(batch, heads, length, head_dim)   # the check's measurement
-            """, "labsupport.checks"),
+            """, "labsupport.sections"),
         forbidden("""
             def predicted_peak_bytes(batch, heads, length, head_dim):
                 import torch.profiler
@@ -507,10 +507,10 @@ ANSWERS = {
             """, "not 16"),
         forbidden("""
             def predicted_peak_ratio():
-                from labsupport.checks.transformer import HEADS_SIZES, measured_heads_peaks
+                from labsupport.sections.transformer.checks import HEADS_SIZES, measured_heads_peaks
                 peaks, _ = measured_heads_peaks(**HEADS_SIZES)
                 return peaks[4] / peaks[1]
-            """, "labsupport.checks"),
+            """, "labsupport.sections"),
     ],
     "block_parameters": [
         wrong("""
@@ -774,9 +774,9 @@ ANSWERS = {
             """, "a seventh of a week"),
         forbidden("""
             def kept_fractions():
-                from labsupport.checks.long_sequences import measured_kept_fractions
+                from labsupport.sections.long_sequences.checks import measured_kept_fractions
                 return measured_kept_fractions()
-            """, "labsupport.checks"),
+            """, "labsupport.sections"),
     ],
     "stride_saving": [
         wrong("""
@@ -794,9 +794,9 @@ ANSWERS = {
             """, "S^2 rule"),
         forbidden("""
             def stride_saving():
-                from labsupport.checks.long_sequences import measured_stride_saving
+                from labsupport.sections.long_sequences.checks import measured_stride_saving
                 return measured_stride_saving()[0]
-            """, "labsupport.checks"),
+            """, "labsupport.sections"),
     ],
     # --- 12.5 Efficient attention -----------------------------------------------------------------
     "positive_features": [
@@ -966,9 +966,10 @@ ANSWERS = {
             """, "the exponent is negative"),
         forbidden("""
             def predicted_error_exponent():
-                from labsupport.checks.efficient import SMALL_SCALE, measured_error_exponent
+                from labsupport.sections.efficient_attention.checks import (SMALL_SCALE,
+                                                                            measured_error_exponent)
                 return measured_error_exponent(SMALL_SCALE)
-            """, "labsupport.checks"),
+            """, "labsupport.sections"),
     ],
     # --- the lab -------------------------------------------------------------------------------
     "ridge_weights": [
@@ -1000,9 +1001,9 @@ ANSWERS = {
             """, "solve for W, not for W^T"),
         forbidden("""
             def ridge_weights(X, Y, penalty):
-                from labsupport.checks.reference import ridge_weights as book
+                from labsupport.sections.lab.reference import ridge_weights as book
                 return book(X, Y, penalty)
-            """, "labsupport.checks"),
+            """, "labsupport.sections"),
     ],
     "step_peak": [
         wrong("""
@@ -1028,9 +1029,9 @@ ANSWERS = {
             """, "peak of the forward pass"),
         forbidden("""
             def predicted_step_peak(batch, heads, tokens, layers):
-                from labsupport.checks.lab import measured_step_peak
+                from labsupport.sections.lab.checks import measured_step_peak
                 return measured_step_peak(batch, heads, tokens, layers)
-            """, "labsupport.checks"),
+            """, "labsupport.sections"),
     ],
     "causal_block": [
         wrong("""
@@ -1097,9 +1098,9 @@ ANSWERS = {
             """, "your code raised"),
         forbidden("""
             def causal_block(x, layer):
-                from labsupport.checks import reference
+                from labsupport.sections.lab import reference
                 return reference.causal_block(x, layer)
-            """, "labsupport.checks"),
+            """, "labsupport.sections"),
         forbidden("""
             def causal_block(x, layer):
                 N = x.shape[1]

@@ -24,9 +24,10 @@ the paired test over the test windows (Diebold-Mariano with the Harvey-Leybourne
 correction, `labsupport.compare.paired`) puts the mean difference's 95% interval away
 from zero; a ranking whose loser stopped at its epoch or time budget is not settled.
 
-The package: `protocol` (compare, Trainable, warmup_cosine, and rescore: the trained runs
+The package: `protocol` (compare, Trainable, and rescore: the trained runs
 scored on another task's test windows, such as longer ones), `results` (Entry,
 Comparison, the rule), `present` (table, rows, plot), `paired` (the paired test),
+`tables` (a comparison with one verdict column per reference, its legend),
 `labels` (the baselines' names, the metrics, the stop reasons: what `results` and
 `present` share, so that neither imports the other's module for them).
 
@@ -39,8 +40,10 @@ In a notebook::
     result.verdict("DLinear", NAIVE)       # a checked cell, where the outcome is robust
 """
 from .paired import PairedTest, diebold_mariano
-from .protocol import Trainable, compare, rescore, warmup_cosine
+from .protocol import Trainable, compare, rescore
 from .results import METRICS, NAIVE, RIDGE, Comparison, Entry, RunFailure, TrainingRecord
+from .tables import legend, mean_range, verdict_table
 
 __all__ = ["NAIVE", "RIDGE", "METRICS", "Trainable", "TrainingRecord", "RunFailure", "Entry",
-           "Comparison", "PairedTest", "compare", "diebold_mariano", "rescore", "warmup_cosine"]
+           "Comparison", "PairedTest", "compare", "diebold_mariano", "rescore", "legend", "mean_range",
+           "verdict_table"]

@@ -20,8 +20,9 @@ seasonal naive).
 """
 from __future__ import annotations
 
+from ..display import table
 from ..links import PROTOCOL
-from ..report import Markdown, table
+from ..markdown import Markdown
 from .results import NAIVE, RIDGE
 
 __all__ = ["curve_means", "curve_table", "curve_plot"]

@@ -1,5 +1,5 @@
 """How a `Comparison` is shown: `rows` (one dict per model), `table` (printed through
-`labsupport.report.table`, with a legend under it) and `plot` (seeds as dots).
+`labsupport.display.table`, with a legend under it) and `plot` (seeds as dots).
 
 Each takes the comparison as its first argument and reads it through its methods; it does
 not import `results` (which calls these as `Comparison.rows`, `.table` and `.plot`)."""
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import statistics
 
+from ..display import table as print_table
 from ..links import PROTOCOL
-from ..report import Markdown
-from ..report import table as print_table
+from ..markdown import Markdown
 from .labels import RIDGE, STOP_LABELS
 
 __all__ = ["rows", "table", "plot"]
@@ -162,7 +162,7 @@ def _failures(comparison) -> list:
 def table(comparison, metric: str = "mse", reference: str | None = None, *,
           caption: str | None = None) -> None:
     """Show one row per model (`rows`), then the failures in full and the legend, through
-    `labsupport.report.table`: a Markdown table in a notebook, plain text in a script."""
+    `labsupport.display.table`: a Markdown table in a notebook, plain text in a script."""
     found = rows(comparison, metric, reference)
     reference = found[0]["reference"] if found else _reference(comparison, reference)
     unit = comparison.unit

@@ -1,5 +1,5 @@
 """The protocol: `compare` trains every `Trainable` over its seeds on one task and scores
-it beside the two baselines; `warmup_cosine` is the book's learning-rate schedule.
+it beside the two baselines.
 
 Order of work: every argument and the task are checked, then every model is built once
 (seeded, the caller's random state kept) and run on two training windows, so that a wrong
@@ -24,12 +24,11 @@ from tqdm.auto import tqdm
 from ..devices import pick_device
 from ..models import RidgeForecaster, seasonal_naive
 from ..randomstate import SEED_LIMIT, kept_random_state, set_seed
-from ..schedules import warmup_cosine as warmup_cosine  # lives in schedules; its old home
 from ..train import check_fit_options, check_windows, evaluate, fit, predict, window_errors
 from ..validation import check_bool, check_count, check_text
 from .results import NAIVE, RIDGE, Comparison, Entry, RunFailure, TrainingRecord
 
-__all__ = ["Trainable", "compare", "rescore", "warmup_cosine"]
+__all__ = ["Trainable", "compare", "rescore"]
 
 FIT_EPOCHS = inspect.signature(fit).parameters["epochs"].default      # fit's budget when none is given
 SET_BY_COMPARE = {                      # fit options compare sets itself, and what to pass instead

@@ -1,45 +1,40 @@
 """The profile a notebook reads (`Profile`, ``P = profile.current()``) and how it is chosen:
 by name, else ``$LABSUPPORT_PROFILE`` (`ENV_VAR`), else ``gpu`` with CUDA and ``cpu`` without
-(`default_name`); `PRESETS` holds each preset's settings by name.
+(`default_name`). A section's sizes are ``P.<section>`` (`labsupport.profile.registry`).
 
 >>> P = current("smoke")
->>> P.name, P.card, P.lab_seeds, P.settings["lab_seeds"]
-('smoke', None, 1, 1)
+>>> P.name, P.card, P.sweep_dtype
+('smoke', None, torch.float32)
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
-from types import MappingProxyType
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..units import format_bytes
 from ..validation import check_instance
 from .cards import CARDS, MEMORY_FRACTION, REFERENCE_CARD, Card
-from .presets import CPU, SETTINGS, SMOKE, Sizes
-from .sizing import gpu_sizes
+from .registry import registered, sizes_of
 
 __all__ = ["ENV_VAR", "PRESETS", "Profile", "current", "default_name"]
 
 ENV_VAR = "LABSUPPORT_PROFILE"
 
-# Each preset's settings by name, read-only. PRESETS["gpu"] is the gpu profile sized for the
-# reference card; `current` sizes it for the card it finds. Every notebook together is meant
-# to run in minutes on a data-centre card: estimates from operation counts; the report of a GPU
-# run (`gpu-out/report.md`) gives each notebook's time.
-PRESETS = MappingProxyType({"cpu": CPU.settings, "gpu": gpu_sizes(CARDS[REFERENCE_CARD]).settings,
-                            "smoke": SMOKE.settings})
+PRESETS = ("cpu", "gpu", "smoke")
+_CPU_DTYPE, _CPU_BACKEND = torch.float32, "flash"      # PyTorch's CPU flash kernel takes float32
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
-class Profile(Sizes):
-    """A preset's sizes where they run: every setting a named attribute (``P.bill_lengths``,
-    the fields of `Sizes`), with ``name``, ``device``, ``card`` (the card the gpu profile was
+class Profile:
+    """A preset where it runs: ``name``, ``device``, ``card`` (the card the gpu profile was
     sized for; None for cpu and smoke), ``source`` (why this profile runs) and ``card_note``
-    ("" for this machine's card, else why another was used). ``P.settings`` reads the sizes
-    as a read-only mapping."""
+    ("" for this machine's card, else why another was used). The cost sweeps' dtype and the
+    SDPA backend their fused kernel runs are ``sweep_dtype`` and ``fused_backend``; each
+    section's sizes are ``P.<section>`` (``P.long_sequences.wall_lengths``), made from what the
+    section registered when read."""
 
     name: str
     device: torch.device
@@ -47,18 +42,30 @@ class Profile(Sizes):
     source: str = ""
     card_note: str = ""
 
+    @property
+    def sweep_dtype(self) -> torch.dtype:
+        return self.card.sweep_dtype if self.card is not None else _CPU_DTYPE
+
+    @property
+    def fused_backend(self) -> str:
+        return self.card.fused_backend if self.card is not None else _CPU_BACKEND
+
     if not TYPE_CHECKING:         # hidden from type checkers, which then flag an unknown name
-        def __getattr__(self, key):
-            """Only for a name that is no attribute: a setting that does not exist."""
+        def __getattr__(self, key) -> Any:
+            """A section's sizes, ``P.<section>``; only for a name that is no attribute."""
             if key.startswith("_"):                 # copy and pickle look these up first
                 raise AttributeError(key)
-            raise AttributeError(f"profile {self.__dict__.get('name')!r} has no setting {key!r}; "
-                                 f"settings are {sorted(SETTINGS)}")
+            sizes = sizes_of(key)
+            if sizes is None:
+                known = ", ".join(registered()) or "none yet"
+                raise AttributeError(f"profile {self.__dict__.get('name')!r} has no sizes named {key!r}: a "
+                                     f"section's sizes are registered when its package is imported "
+                                     f"(import labsupport.sections.{key}); registered: {known}")
+            return sizes.for_profile(self.name, self.card)
 
     def __repr__(self) -> str:
-        where = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
-                          if f.name not in SETTINGS)
-        return f"Profile({where})"
+        return (f"Profile(name={self.name!r}, device={self.device!r}, card={self.card!r}, "
+                f"source={self.source!r}, card_note={self.card_note!r})")
 
     def __str__(self) -> str:
         if self.card is None:
@@ -114,10 +121,9 @@ def current(name: str | None = None, *, card: Card | str | None = None) -> Profi
         if card is not None:
             raise ValueError(f"card= sizes the gpu profile; profile {name!r} has fixed sizes; "
                              "pass name='gpu' with a card, or no card")
-        return Profile(**PRESETS[name], name=name, device=device, source=source)
+        return Profile(name=name, device=device, source=source)
     sized_for, note = _card(card)
-    return Profile(**gpu_sizes(sized_for).settings, name="gpu", device=device, card=sized_for,
-                   source=source, card_note=note)
+    return Profile(name="gpu", device=device, card=sized_for, source=source, card_note=note)
 
 
 def _choose(name: str | None) -> tuple[str, str]:

@@ -11,16 +11,14 @@ computed, and never in the same call as a timing. One job per module:
 - `sweep`: `cost_sweep` over kernels and lengths, `predict_peak`, `sweep_exponent`, its
   inputs (`attention_inputs`, `dtype_error`), `attention_flops`, `is_out_of_memory`;
 - `throughput`: the matrix-multiply peak (`matmul_peak_tflops`, `matmul_peak`,
-  `MatmulPeak`), `add_peak_fraction`, `dtype_name`.
+  `MatmulPeak`), `add_peak_fraction`, `dtype_name`;
+- `present`: a sweep's rows as a table (`sweep_table`) and what a half-precision sweep ran
+  (`precision_note`).
 
-Every public name is imported from here (``from labsupport.timing import cost_sweep``),
-with `format_bytes` (from `labsupport.units`), `fit_power_law` (from
-`labsupport.scaling`) and `sdpa_backend_used` (from `labsupport.attention`, which
-imports nothing from here).
+Every public name is imported from here (``from labsupport.timing import cost_sweep``), with
+`fit_power_law`, which the design lists here (it lives in `labsupport.scaling`).
 """
-from ..attention import sdpa_backend_used
 from ..scaling import fit_power_law
-from ..units import format_bytes
 from .clocks import Timing, time_call
 from .peaks import (
     LargestTensor,
@@ -30,6 +28,7 @@ from .peaks import (
     profiler_active,
     session_peak_bytes,
 )
+from .present import precision_note, sweep_table
 from .sweep import (
     attention_flops,
     attention_inputs,
@@ -48,5 +47,5 @@ __all__ = [
     "cost_sweep", "predict_peak", "sweep_exponent", "attention_inputs", "dtype_error",
     "attention_flops", "is_out_of_memory",
     "matmul_peak_tflops", "matmul_peak", "MatmulPeak", "add_peak_fraction", "dtype_name",
-    "format_bytes", "fit_power_law", "sdpa_backend_used",
+    "sweep_table", "precision_note", "fit_power_law",
 ]

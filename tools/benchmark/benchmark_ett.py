@@ -105,10 +105,11 @@ from labsupport.data import (
     make_windows,
     sha256_of,
 )
+from labsupport.display import table
 from labsupport.models import LinearForecaster, PatchTransformer, seasonal_naive
 from labsupport.randomstate import SEED_LIMIT
-from labsupport.report import table
-from labsupport.train import SCHEDULES, evaluate, window_errors
+from labsupport.schedules import SCHEDULES
+from labsupport.train import evaluate, window_errors
 
 PROG = "python -m tools.benchmark.benchmark_ett"
 LOOKBACK, PATCH_LEN, STRIDE = 336, 16, 8
@@ -533,7 +534,8 @@ def describe(ett: EttData, args) -> None:
           f"windows every {args.stride} step(s), on {device}")
     if args.baselines_only:
         print("  --baselines-only: no model is trained")
-    for name, plan in () if args.baselines_only else plans(args, args.horizon[0], len(ett.series.columns)).items():
+    planned = {} if args.baselines_only else plans(args, args.horizon[0], len(ett.series.columns))
+    for name, plan in planned.items():
         extra = f", {args.backbone} backbone" if name == "PatchTransformer" else ""
         print(f"  {name}: {plan.describe(args)}{extra}")
     print(f"  {RIDGE} and {NAIVE}: the protocol's baselines; seeds "

@@ -13,6 +13,7 @@ hides (remove-input, hide-input, remove-cell) is folded in JupyterLab, VS Code a
 too (`tools.book.make_student.fold_hidden_cells`; the setup cell stays visible).
 """
 import argparse
+import os
 import re
 import sys
 import time
@@ -61,6 +62,9 @@ def drop_progress_bars(nb) -> None:
 
 
 def execute(path: Path, timeout: int) -> float:
+    """Execute ``path`` in place; a claim of its text that does not hold stops it (the committed
+    outputs are what the book shows, so every claim in them held)."""
+    os.environ.setdefault("LABSUPPORT_STRICT_CLAIMS", "1")
     stepped_polling.install()                     # no stall after a widget cell
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()

@@ -13,7 +13,8 @@ and a hidden test, then shows the book's self-check unchanged:
 
     # Exercise 12.1.1: Attention weights
     ### BEGIN HIDDEN TESTS
-    _graded = checks.graded("attention_weights", attention_weights)
+    from labsupport.checks import graded as _graded_test
+    _graded = _graded_test("attention_weights", attention_weights)
     assert _graded.passed, _graded
     print(_graded)
     ### END HIDDEN TESTS
@@ -53,7 +54,8 @@ from tools.book.make_student import BEGIN, END, STUB, student_version
 
 ROOT = Path(__file__).resolve().parents[2]
 COURSE_ID = "ch12-attention"
-HIDDEN = ("# {title}\n### BEGIN HIDDEN TESTS\n_graded = {graded}\nassert _graded.passed, _graded\n"
+HIDDEN = ("# {title}\n### BEGIN HIDDEN TESTS\nfrom labsupport.checks import graded as _graded_test\n"
+          "_graded = {graded}\nassert _graded.passed, _graded\n"
           "print(_graded)\n### END HIDDEN TESTS\n")
 AUTOGRADE = Path(__file__).with_name("book_autograde.py")
 CONFIG = f'''\
@@ -101,10 +103,11 @@ def self_check_call(source: str, where: str) -> tuple[str, str]:
 
 def graded_call(source: str, where: str) -> str:
     """The graded call of a self-check cell: ``checks.<name>(args)`` becomes
-    ``checks.graded("<name>", args)``, its arguments (the label too) as written."""
+    ``_graded_test("<name>", args)`` (`labsupport.checks.graded`, imported in the hidden test), its
+    arguments (the label too) as written."""
     call = _check_call(source, where)
     parts = [ast.get_source_segment(source, node) for node in (*call.args, *call.keywords)]
-    return f"checks.graded(\"{call.func.attr}\", {', '.join(parts)})"
+    return f"_graded_test(\"{call.func.attr}\", {', '.join(parts)})"
 
 
 def _check_call(source: str, where: str) -> ast.Call:

@@ -176,6 +176,7 @@ EOF
 
 # --- one nbval pass: the regression check and the executions, with the report -----------
 export LABSUPPORT_PROFILE="$PROFILE"
+export LABSUPPORT_STRICT_CLAIMS=1          # a claim that does not hold on the card fails its cell
 budget=()
 [ "$BUDGET" = none ] || budget=(--budget-start "$START" --budget-seconds "$BUDGET")
 [ -z "$PREVIOUS" ] || budget+=(--budget-previous "$PREVIOUS")

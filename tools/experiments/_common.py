@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from labsupport.compare import warmup_cosine
 from labsupport.data import Series
+from labsupport.schedules import warmup_cosine
 
 
 def make_schedule(name: str, epochs: int):

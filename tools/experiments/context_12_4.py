@@ -21,8 +21,8 @@ import torch
 
 from labsupport.compare import NAIVE, RIDGE, Comparison, Trainable, compare
 from labsupport.data import HORIZON, book_task, load_vic_elec
+from labsupport.display import table
 from labsupport.models import PatchTransformer
-from labsupport.report import table
 from tools.experiments._common import ar1_like, make_schedule
 
 

@@ -11,9 +11,9 @@ import argparse
 import torch
 import torch.nn.functional as F
 
-from labsupport.compare import warmup_cosine
 from labsupport.data import HORIZON, LOOKBACK, book_task
 from labsupport.models import LinearForecaster, RidgeForecaster
+from labsupport.schedules import warmup_cosine
 from labsupport.train import evaluate, predict, set_seed
 
 

@@ -28,7 +28,8 @@ from labsupport.attention import (
 from labsupport.compare import NAIVE, RIDGE, Trainable, compare
 from labsupport.data import HORIZON, LOOKBACK, book_task
 from labsupport.models import PatchTransformer
-from labsupport.train import Plateau, fit
+from labsupport.schedules import Plateau
+from labsupport.train import fit
 from tools.experiments._common import make_schedule
 
 KERNELS = ("full", "naive", "local", "longformer", "linear", "performer", "noncausal", "linformer")
@@ -82,10 +83,10 @@ def speed(args) -> None:
 
 
 def schedule(args):
-    """plateau (fit's Plateau: the rate halved after each epoch without improvement), plateau1
-    (the same after a warm-up epoch), or a name `make_schedule` knows."""
-    if args.schedule.startswith("plateau"):
-        return Plateau(warmup=int(args.schedule.removeprefix("plateau") or 0))
+    """plateau (fit's Plateau: the rate halved after each epoch without improvement), or a name
+    `make_schedule` knows."""
+    if args.schedule == "plateau":
+        return Plateau()
     return make_schedule(args.schedule, args.epochs)
 
 

@@ -22,7 +22,7 @@ from statistics import median
 import torch
 import torch.nn.functional as F
 
-from labsupport.report import table
+from labsupport.display import table
 from labsupport.timing import time_call
 from labsupport.train import fit, set_seed
 from tools.benchmark.benchmark_ett import BACKBONES, LOOKBACK, device_option, int_option, patch_transformer

@@ -4,7 +4,7 @@ wall time of each, to check the lab against its budget (one thread, as CI runs i
     OMP_NUM_THREADS=1 python -m tools.experiments.lab_budget                # every part
     OMP_NUM_THREADS=1 python -m tools.experiments.lab_budget --parts linear
 
-Parts: day and week (Step 3's races, `labsupport.racers` at their `SIZES`), ablations (the
+Parts: day and week (Step 3's races, `labsupport.sections.lab.racers` at their `SIZES`), ablations (the
 shuffle test's Transformers without encoding and/or mask), linear (Step 5: linear attention,
 a day ahead).
 """
@@ -15,9 +15,10 @@ import time
 
 import torch
 
-from labsupport import profile, racers
+from labsupport import profile
 from labsupport.compare import Trainable, compare
 from labsupport.data import HORIZON, LOOKBACK, book_task
+from labsupport.sections.lab import racers
 
 
 def parts(P) -> dict:
@@ -29,12 +30,12 @@ def parts(P) -> dict:
     ablations = {"no encoding, no mask": dict(pos_encoding="none", causal=False),
                  "mask only": dict(pos_encoding="none"), "encoding only": dict(causal=False)}
     return {
-        "day": (HORIZON, {n: racer(n, HORIZON) for n in racers.NAMES}, P.lab_seeds),
-        "week": (168, {n: racer(n, 168) for n in racers.NAMES}, P.lab_seeds),
+        "day": (HORIZON, {n: racer(n, HORIZON) for n in racers.NAMES}, P.lab.seeds),
+        "week": (168, {n: racer(n, 168) for n in racers.NAMES}, P.lab.seeds),
         "ablations": (HORIZON, {k: racer("PatchTransformer", HORIZON, **o) for k, o in ablations.items()},
-                      P.lab_ablation_seeds),
+                      P.lab.ablation_seeds),
         "linear": (HORIZON, {"linear attention": racer("PatchTransformer", HORIZON, kernel="linear")},
-                   P.lab_linear_seeds),
+                   P.lab.linear_seeds),
     }
 
 
@@ -50,8 +51,8 @@ def main():
     for part in args.parts:
         horizon, models, seeds = table[part]
         t0 = time.perf_counter()
-        task = book_task(train_stride=P.lab_train_stride, horizon=horizon)
-        result = compare(task, models, revin=True, seeds=seeds, epochs=P.lab_max_epochs, patience=3,
+        task = book_task(train_stride=P.lab.train_stride, horizon=horizon)
+        result = compare(task, models, revin=True, seeds=seeds, epochs=P.lab.max_epochs, patience=3,
                          lr=2e-3, batch_size=128, schedule="plateau", device=P.device, progress=False)
         print(f"\n== {part}: {time.perf_counter() - t0:.0f} s wall")
         result.table()

@@ -1,4 +1,4 @@
-"""The lab's race as the notebook runs it (`labsupport.racers` at their chosen `SIZES`), with
+"""The lab's race as the notebook runs it (`labsupport.sections.lab.racers` at their chosen `SIZES`), with
 every pairwise verdict, and the shuffle test's controls.
 
     OMP_NUM_THREADS=1 python -m tools.experiments.lab_race --horizon 168 --seeds 0 1 2
@@ -21,7 +21,7 @@ import torch
 
 from labsupport.compare import Trainable, compare, diebold_mariano
 from labsupport.data import LOOKBACK, book_task
-from labsupport.racers import NAMES, SIZES, build
+from labsupport.sections.lab.racers import NAMES, SIZES, build
 from labsupport.train import window_errors
 
 TRAINING = dict(epochs=30, patience=3, lr=2e-3, batch_size=128, schedule="plateau")

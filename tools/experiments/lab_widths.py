@@ -1,6 +1,6 @@
 """The lab's width sweep: each network of the race at a few widths, 3 seeds each, on the cpu
 profile's windows, trained under the lab's protocol; the width with the lowest mean
-validation MSE is the one the lab races (`labsupport.racers.SIZES`).
+validation MSE is the one the lab races (`labsupport.sections.lab.racers.SIZES`).
 
     OMP_NUM_THREADS=1 python -m tools.experiments.lab_widths --horizon 24 --out /tmp/w24.json
     OMP_NUM_THREADS=1 python -m tools.experiments.lab_widths --horizon 168 --out /tmp/w168.json
@@ -25,7 +25,7 @@ import torch
 from labsupport import profile
 from labsupport.compare import Trainable, compare
 from labsupport.data import LOOKBACK, book_task
-from labsupport.racers import WIDTHS, build
+from labsupport.sections.lab.racers import WIDTHS, build
 
 TRAINING = dict(epochs=30, patience=3, lr=2e-3, batch_size=128, schedule="plateau")
 

@@ -32,9 +32,9 @@ from labsupport.attention import (
 )
 from labsupport.compare import NAIVE, RIDGE, Trainable, compare
 from labsupport.data import HORIZON, LOOKBACK, book_task, load_vic_elec
+from labsupport.display import table
 from labsupport.models import PatchTransformer, seasonal_naive
 from labsupport.positional import KINDS
-from labsupport.report import table
 from labsupport.train import evaluate
 from tools.experiments._common import ar1_like, make_schedule, parse_value
 

@@ -8,7 +8,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .core import Case, Hint, check, close, expect_number, expect_tensor, judge, same_number, shapes, times
+from ...checks.core import (
+    Case,
+    Hint,
+    check,
+    close,
+    expect_number,
+    expect_tensor,
+    judge,
+    same_number,
+    shapes,
+    times,
+)
 
 BLOCK_LIBRARIES = ("torch.nn.TransformerEncoderLayer", "torch.nn.TransformerEncoder",
                    "torch.nn.TransformerDecoderLayer", "torch.nn.Transformer", "torch.nn.MultiheadAttention")
@@ -79,7 +90,7 @@ def _trained_looking(block, g) -> None:
 
 
 def _block(d_model, n_heads, d_ff, draw, *, norm_first=True):
-    from ..layers import TransformerBlock
+    from ...layers import TransformerBlock
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(draw.rng.getrandbits(62))
         block = TransformerBlock(d_model, n_heads, d_ff, norm_first=norm_first).double().eval()
@@ -213,8 +224,8 @@ def measured_heads_peaks(batch, length, d_model, heads=(1, 4)):
     kernel="naive")`` on float32 x (batch, length, d_model) without gradients, on the CPU
     (`labsupport.timing.peak_memory`: the allocator's exact peak); the byte model where the
     platform cannot measure, with ``measured=False``. Returns (peaks, measured)."""
-    from ..layers import MultiHeadAttention
-    from ..timing import peak_memory
+    from ...layers import MultiHeadAttention
+    from ...timing import peak_memory
 
     x = torch.randn(batch, length, d_model, generator=torch.Generator().manual_seed(0))
     peaks, measured = {}, True
@@ -270,7 +281,7 @@ def _block_count_cases(draw) -> list[Case]:
 
 
 def _block_count(d_model, n_heads, d_ff):
-    from ..layers import TransformerBlock
+    from ...layers import TransformerBlock
     with torch.random.fork_rng(devices=[]):
         return sum(p.numel() for p in TransformerBlock(d_model, n_heads, d_ff).parameters())
 

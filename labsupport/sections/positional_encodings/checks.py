@@ -6,9 +6,9 @@ import numbers
 
 import torch
 
-from ..attention import causal_mask
-from ..positional import RelativePositionBias, relative_position_bucket
-from .core import Case, Hint, check, close, differ, expect_sequence, expect_tensor, judge
+from ...attention import causal_mask
+from ...checks.core import Case, Hint, check, close, differ, expect_sequence, expect_tensor, judge
+from ...positional import RelativePositionBias, relative_position_bucket
 
 
 def _shift(k, d, *, base=10000.0, transpose=False, same_angle=False, freq_step=2, halves=False,

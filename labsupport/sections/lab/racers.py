@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .data import patch_grid, patchify
-from .models import (
+from ...data import patch_grid, patchify
+from ...models import (
     Forecaster,
     GRUForecaster,
     LinearForecaster,
@@ -29,7 +29,7 @@ from .models import (
     TCNForecaster,
     TemporalBlock,
 )
-from .validation import check_dropout, check_positive_int
+from ...validation import check_dropout, check_positive_int
 
 __all__ = ["PatchTCNForecaster", "DAY", "NAMES", "WIDTHS", "SIZES", "width_sweep", "build", "train_step"]
 

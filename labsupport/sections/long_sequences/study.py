@@ -16,14 +16,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .. import plots
-from ..compare import Comparison, Entry
-from ..data import Standardizer, temporal_split
-from ..memory import CompressiveMemory, SegmentRecurrentEncoder, run_segments
-from ..randomstate import kept_random_state, set_seed
-from ..report import table
-from ..train import Metrics
-from .tables import legend
+from ... import plots
+from ...compare import Comparison, Entry
+from ...compare.tables import legend
+from ...data import Standardizer, temporal_split
+from ...display import table
+from ...memory import CompressiveMemory, SegmentRecurrentEncoder, run_segments
+from ...randomstate import kept_random_state, set_seed
+from ...train import Metrics
 
 __all__ = ["segment_figure", "reach", "memory_snapshots", "memory_study", "memory_table"]
 

@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from .core import Case, Hint, check, close, differ, expect_number, expect_tensor, judge
+from ...checks.core import Case, Hint, check, close, differ, expect_number, expect_tensor, judge
 
 
 def _run_tiles(step, scores, v, tile, text):
@@ -182,7 +182,7 @@ def measured_kept_fractions(rate: int = KEPT_RATE) -> dict:
     a year of hours of cos and sin of each period (float64) goes through the library's
     compression (`labsupport.memory.CompressiveMemory`), and the amplitude
     sqrt(cos^2 + sin^2) of each slot, the same for every slot, is averaged."""
-    from ..memory import CompressiveMemory
+    from ...memory import CompressiveMemory
 
     hours = 24 * 365
     t = torch.arange(hours, dtype=torch.float64)
@@ -234,8 +234,8 @@ def measured_stride_saving() -> tuple[float, list]:
     tokens of stride 12 than with those of stride 1 (a 336-hour window, patches of 24).
     The largest tensor (`labsupport.timing.LargestTensor`) is the (B, H, N, N) score
     matrix, so fixed costs do not blur the ratio. Returns (ratio, token counts)."""
-    from ..attention import naive_attention
-    from ..timing import LargestTensor, attention_inputs
+    from ...attention import naive_attention
+    from ...timing import LargestTensor, attention_inputs
 
     c = STRIDE_CASE
     sizes, tokens = [], []

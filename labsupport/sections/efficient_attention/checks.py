@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..attention import local_attention, naive_attention, performer_attention
-from ..timing import fit_power_law
-from .core import Case, Draw, Hint, check, close, expect_number, expect_tensor, judge, shapes
+from ...attention import local_attention, naive_attention, performer_attention
+from ...checks.core import Case, Draw, Hint, check, close, expect_number, expect_tensor, judge, shapes
+from ...timing import fit_power_law
 
 PROPERTY_SEED = 2              # 12.5.1's fixed inputs for the Monte Carlo property
 SPARSE = ("torch.nn.attention.flex_attention",)          # its block masks build the band for you

@@ -8,16 +8,6 @@ from __future__ import annotations
 import torch
 
 
-def attention_weights(q, k):
-    """softmax(q k^T / sqrt(d)) over the keys: (..., L, d), (..., S, d) -> (..., L, S)."""
-    return (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).softmax(dim=-1)
-
-
-def score_matrix_bytes(batch, heads, length, dtype):
-    """Bytes of a (batch, heads, length, length) score tensor of ``dtype``."""
-    return batch * heads * length * length * torch.tensor([], dtype=dtype).element_size()
-
-
 def causal_block(x, layer):
     """The causal pre-norm block of an ``nn.TransformerEncoderLayer(norm_first=True,
     batch_first=True)`` from its parts: x (B, N, d) -> (B, N, d)."""

@@ -31,9 +31,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import plots
-from ..compare import NAIVE, RIDGE, Comparison, Entry, Trainable, rescore
-from ..data import (
+from ... import plots
+from ...compare import NAIVE, RIDGE, Comparison, Entry, Trainable, rescore
+from ...compare.tables import legend, mean_range
+from ...data import (
     HORIZON,
     LOOKBACK,
     TRAIN_END,
@@ -43,11 +44,10 @@ from ..data import (
     load_vic_elec,
     temporal_split,
 )
-from ..models import PatchTransformer
-from ..positional import alibi_bias, alibi_slopes, relative_position_bucket
-from ..report import table
-from ..train import evaluate, window_errors
-from .tables import legend, mean_range
+from ...display import table
+from ...models import PatchTransformer
+from ...positional import alibi_bias, alibi_slopes, relative_position_bucket
+from ...train import evaluate, window_errors
 
 __all__ = ["CONTROL", "ENCODINGS", "TOKEN_HOURS", "forecaster", "trainables", "CountedBack",
            "counted_back", "longer_tasks", "extrapolate", "extrapolation_table", "untrained_buckets",

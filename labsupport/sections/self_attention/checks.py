@@ -5,8 +5,19 @@ import functools
 
 import torch
 
+from ...checks.core import (
+    Case,
+    Hint,
+    apart,
+    check,
+    expect_number,
+    expect_tensor,
+    judge,
+    recognise,
+    shapes,
+    times,
+)
 from . import reference
-from .core import Case, Hint, apart, check, expect_number, expect_tensor, judge, recognise, shapes, times
 
 # torch's fused attention computes what 12.1.1 and 12.1.2 ask for
 ATTENTION_LIBRARIES = ("torch.nn.functional.scaled_dot_product_attention",
@@ -255,8 +266,8 @@ def split_heads(fn, draw):
 def measured_naive_peak(batch, heads, length, head_dim):
     """The measured forward peak of `naive_attention` (float32, no mask), on the CPU; None
     where the platform cannot measure it."""
-    from ..attention import naive_attention
-    from ..timing import attention_inputs, peak_memory
+    from ...attention import naive_attention
+    from ...timing import attention_inputs, peak_memory
 
     q, k, v = attention_inputs(length, batch=batch, heads=heads, head_dim=head_dim)
     with torch.no_grad():

@@ -7,8 +7,8 @@ import functools
 import torch
 from torch import nn
 
+from ...checks.core import Case, Hint, check, expect_number, expect_tensor, judge, recognise, shapes, times
 from . import reference
-from .core import Case, Hint, check, expect_number, expect_tensor, judge, recognise, shapes, times
 
 # --- step 3: the causal Transformer block, from PyTorch's parts ------------------------------
 
@@ -203,8 +203,8 @@ def measured_step_peak(batch: int, heads: int, tokens: int, layers: int,
     """The measured peak bytes of one training step (forward, then backward of the output's
     sum) of a causal `labsupport.layers.TransformerEncoder` with naive attention, in float32
     on the CPU; None where the platform cannot measure it."""
-    from ..layers import TransformerEncoder
-    from ..timing import peak_memory
+    from ...layers import TransformerEncoder
+    from ...timing import peak_memory
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)

@@ -6,8 +6,9 @@ the paired interval; the legend is one line that links the protocol page.
 """
 from __future__ import annotations
 
+from ..display import table
 from ..links import PROTOCOL
-from ..report import Markdown, table
+from ..markdown import Markdown
 
 __all__ = ["mean_range", "legend", "verdict_table"]
 
