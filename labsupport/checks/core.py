@@ -25,12 +25,12 @@ import numpy as np
 import torch
 
 from ..randomstate import kept_random_state
-from .sandbox import TIME_LIMIT_S, Hint, StudentFunction, _short, _Unanswered
+from .sandbox import Hint, StudentFunction, _short, _Unanswered
 
-__all__ = ["Hint", "StudentFunction", "TIME_LIMIT_S", "Draw", "CheckResult", "CHECKS", "check", "run_check",
-           "NOT_ANSWERED", "yours_or_reference", "expect_tensor", "expect_number", "expect_sequence", "close",
-           "Case", "shapes", "same_number", "apart", "off_by", "times", "beyond", "differ", "recognise",
-           "judge"]
+__all__ = ["Draw", "CheckResult", "CHECKS", "check", "run_check", "NOT_ANSWERED", "yours_or_reference",
+           "expect_tensor", "expect_number", "expect_sequence", "close", "Case", "shapes", "same_number",
+           "apart", "how_far", "off_by", "times", "beyond", "differ", "recognise", "judge", "expect",
+           "expected_values"]
 
 NOT_ANSWERED = ("not answered yet: replace `raise NotImplementedError` in the exercise cell "
                 "with your code, run that cell, then run this check again")
@@ -98,9 +98,24 @@ class CheckResult:
 
 
 CHECKS: dict = {}
+_EXPECTED: list = []       # what the last check compared answers with (tests/test_hints.py reads it)
 
 
-def check(exercise: str, *, drawn: bool = True, predicts: bool = False, forbid: tuple = ()):
+def expect(*values):
+    """Record reference values the running check compares an answer with, so that the tests
+    can check that no hint prints one (a student must not be able to paste it back); returns
+    the first value."""
+    _EXPECTED.extend(values)
+    return values[0] if values else None
+
+
+def expected_values() -> list:
+    """The values the last check recorded with `expect` (and `judge`)."""
+    return list(_EXPECTED)
+
+
+def check(exercise: str, *, drawn: bool = True, predicts: bool = False, forbid: tuple = (),
+          unavailable: tuple = ()):
     """Turn ``body(answer, draw) -> success message`` into a check returning a `CheckResult`.
 
     Inside ``body``, ``raise Hint("...")`` for a mistake. ``body`` receives the student's
@@ -109,7 +124,11 @@ def check(exercise: str, *, drawn: bool = True, predicts: bool = False, forbid: 
     `Draw` its inputs come from. ``predicts`` marks a prediction checked against a
     measurement, ``drawn=False`` one with no inputs to draw. ``forbid`` lists the dotted names (modules,
     functions) that the graded test does not accept in an answer
-    (`labsupport.checks.grading`), beyond those every exercise forbids.
+    (`labsupport.checks.grading`), beyond those every exercise forbids; ``unavailable`` the
+    dotted names (the book's own implementation of the exercise: a function, a class, a method
+    such as ``labsupport.memory.CompressiveMemory.update``) that raise a hint while the answer
+    runs in the graded test, so that an answer reaching them through an object it was given
+    gets no credit either.
     """
     def decorate(body):
         @functools.wraps(body)
@@ -118,15 +137,19 @@ def check(exercise: str, *, drawn: bool = True, predicts: bool = False, forbid: 
             (the lab reuses the sections' checks under its own step names)."""
             return run_check(run, answer, Draw(), label=label)
         run.exercise, run.body, run.drawn, run.forbid = exercise, body, drawn, tuple(forbid)
+        run.unavailable = tuple(unavailable)
         run.predicts = predicts or not drawn
         CHECKS[body.__name__] = run
         return run
     return decorate
 
 
-def run_check(check_fn, answer, draw: Draw, *, label: str | None = None, note: str | None = None):
-    """The verdict of ``check_fn``'s body on ``answer`` with inputs from ``draw``."""
-    student = StudentFunction(answer)
+def run_check(check_fn, answer, draw: Draw, *, label: str | None = None, note: str | None = None,
+              unavailable: tuple[str, ...] = ()):
+    """The verdict of ``check_fn``'s body on ``answer`` with inputs from ``draw``; the dotted
+    names in ``unavailable`` raise a hint while the answer runs (the graded tests)."""
+    student = StudentFunction(answer, unavailable=unavailable)
+    _EXPECTED.clear()
     with kept_random_state():
         passed, message = _verdict(check_fn.body, student, draw)
     if note is None:
@@ -262,18 +285,43 @@ def _trimmed(a: str, b: str) -> tuple[str, str]:
     return ma + ("e" + ea if ea else ""), mb + ("e" + eb if eb else "")
 
 
-def off_by(got, want, allowed: float | None = None) -> str:
-    """``expected 0.04699071, got 0.04699070 (off by 1e-08, more than the 1e-09 allowed)``: the
-    two numbers at the digits that tell them apart, and the gap (ints as they are)."""
-    if all(isinstance(x, numbers.Integral) for x in (got, want)):
-        return f"expected {want}, got {got}"
+def how_far(got, want) -> str:
+    """How a number misses the expected one, in words and without the expected value: ``about
+    12% too large``, ``about 3.2 times too small``, ``of the opposite sign``, ``not zero``.
+
+    >>> how_far(0.56, 0.5), how_far(-2.0, 1.0), how_far(1024 * 5, 5)
+    ('about 12% too large', 'of the opposite sign', '1024 times too large')
+    """
     got, want = float(got), float(want)
-    shown_got, shown_want = apart(got, want)
-    text = f"expected {shown_want}, got {shown_got}"
     if not (math.isfinite(got) and math.isfinite(want)):
-        return text
-    limit = f", more than the {allowed:.2g} allowed" if allowed is not None else ""
-    return f"{text} (off by {abs(got - want):.2g}{limit})"
+        return "not a finite number" if not math.isfinite(got) else "finite where it should not be"
+    if want == 0:
+        return "not zero" if got != 0 else "equal"
+    if got == 0:
+        return "zero where it should not be"
+    if (got > 0) != (want > 0):
+        return "of the opposite sign"
+    ratio = got / want
+    if ratio == 2.0 or ratio == 0.5:
+        return "twice what it should be" if ratio == 2.0 else "half what it should be"
+    if ratio >= 4 and ratio.is_integer():
+        return f"{ratio:g} times too large"
+    if 1 / ratio >= 4 and (1 / ratio).is_integer():
+        return f"{1 / ratio:g} times too small"
+    if ratio >= 1.5:
+        return f"about {ratio:.2g} times too large"
+    if ratio <= 1 / 1.5:
+        return f"about {1 / ratio:.2g} times too small"
+    percent = 100 * abs(ratio - 1)
+    return f"about {percent:.2g}% too {'large' if ratio > 1 else 'small'}"
+
+
+def off_by(got, want, allowed: float | None = None) -> str:
+    """``yours is about 12% too large (the check allows 1e-06)``: how the answer misses, without
+    the expected value (records it for the tests, `expect`)."""
+    expect(want)
+    limit = f" (the check allows {allowed:.2g})" if allowed is not None else ""
+    return f"yours is {how_far(got, want)}{limit}"
 
 
 def times(ratio: float, tol: float) -> str:
@@ -311,10 +359,10 @@ def _precision_note(got: torch.Tensor, want: torch.Tensor) -> str:
 
 
 def differ(got, want, tol: float = 1e-6) -> str:
-    """Where ``got`` first differs from ``want``, at the digits that tell them apart and by how
-    much: ``at index (0, 1) expected 0.04699071, got 0.04699070 (off by 1e-08, more than the
-    1e-09 allowed)``; a lower-precision result for float64 inputs is named. Where nothing
-    differs by more than ``tol`` (a stricter comparison decided), the largest difference."""
+    """Where ``got`` first differs from ``want`` and how, without the expected value: ``at
+    index (0, 1) yours is about 12% too large``; a lower-precision result for float64 inputs is
+    named. Where nothing differs by more than ``tol`` (a stricter comparison decided), where the
+    largest difference is."""
     if not isinstance(want, torch.Tensor):
         return off_by(got, want)
     if not isinstance(got, torch.Tensor) or got.shape != want.shape:
@@ -325,14 +373,16 @@ def differ(got, want, tol: float = 1e-6) -> str:
     off = ~torch.isclose(a, b, rtol=tol, atol=tol, equal_nan=True)
     if off.any():
         index = tuple(off.nonzero()[0].tolist())
-        got_i, want_i = a[index].item(), b[index].item()
-        text = f"at index {index} " + off_by(got_i, want_i, tol + tol * abs(want_i))       # isclose's bound
+        count = int(off.sum())
+        where = f"at index {index}" + (f" (and {count - 1} more)" if count > 1 else "")
+        text = f"{where} yours is {how_far(a[index].item(), b[index].item())}"
     else:
         gap = (a - b).abs().nan_to_num(nan=0.0)
         if not gap.any():
             return "they agree"
         index = tuple(int(i) for i in torch.unravel_index(gap.argmax(), gap.shape))
-        text = f"the largest difference is at index {index}: " + off_by(a[index].item(), b[index].item())
+        text = (f"the largest difference is at index {index}: yours is "
+                f"{how_far(a[index].item(), b[index].item())}")
     return text + _precision_note(got, want)
 
 
@@ -366,6 +416,7 @@ def judge(outputs, cases, reference, *, compared: str, same=None, mistakes=(), p
     """
     same, show = same or close, show or differ
     wants = [case(reference) for case in cases]
+    expect(*wants)
     wrong = [i for i, (out, want) in enumerate(zip(outputs, wants)) if not same(out, want)]
     if not wrong:
         return
@@ -386,7 +437,5 @@ def judge(outputs, cases, reference, *, compared: str, same=None, mistakes=(), p
     agree = [cases[i].text for i in range(len(cases)) if i not in wrong]
     if agree:
         more = f" (and on {len(agree) - 1} more)" if len(agree) > 1 else ""
-        text += (f"; it agrees on {agree[0]}{more}: look at what differs between those inputs (a "
-                 "size or an argument typed in as a number, rather than read from the inputs, "
-                 "gives this pattern)")
+        text += f"; it agrees on {agree[0]}{more}: look at what differs between those inputs"
     raise Hint(text)

@@ -73,7 +73,8 @@ def graded(name: str, answer, *, label: str | None = None, seed: int | None = No
                    "whatever it returns. Write the computation yourself: the practice check in the "
                    "notebook still says whether it is right")
         return CheckResult(label or check_fn.exercise, False, message, graded=True, note=note)
-    return run_check(check_fn, answer, Draw(seed, graded=True), label=label, note=note)
+    return run_check(check_fn, answer, Draw(seed, graded=True), label=label, note=note,
+                     unavailable=check_fn.unavailable)
 
 
 def draw_seed() -> int:

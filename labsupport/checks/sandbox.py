@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib
 import inspect
 import signal
 import threading
@@ -41,8 +42,9 @@ class StudentFunction:
     `note`.
     """
 
-    def __init__(self, fn):
+    def __init__(self, fn, *, unavailable: tuple[str, ...] = ()):
         self.fn = fn
+        self.unavailable = tuple(unavailable)  # dotted names made unavailable while fn runs
         self.changed: list[str] = []
 
     def __call__(self, *args, within=None, case: str | None = None, **kwargs):
@@ -54,7 +56,7 @@ class StudentFunction:
         copies, kw_copies = _copy((args, kwargs))
         where = f"on {case}, " if case else ""
         try:
-            with _time_limit(TIME_LIMIT_S), within or contextlib.nullcontext():
+            with _time_limit(TIME_LIMIT_S), without(self.unavailable), within or contextlib.nullcontext():
                 result = self.fn(*copies, **kw_copies)
         except NotImplementedError:
             raise _Unanswered from None
@@ -94,6 +96,50 @@ class StudentFunction:
 
 class _OutOfTime(Exception):
     pass
+
+
+def _owner(dotted: str):
+    """(object, attribute) that ``dotted`` names: the longest importable module prefix, then
+    attributes (``labsupport.memory.CompressiveMemory.update``); None when it cannot be found."""
+    parts = dotted.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for name in parts[cut:-1]:
+                obj = getattr(obj, name)
+        except AttributeError:
+            return None
+        return (obj, parts[-1]) if hasattr(obj, parts[-1]) else None
+    return None
+
+
+@contextlib.contextmanager
+def without(names: tuple[str, ...]):
+    """Make each dotted name (a function, a class, a method: the book's or PyTorch's own version
+    of what an exercise asks for) raise a `Hint` while the block runs, then put it back. The
+    graded tests run the student's function inside it; a name that does not exist is skipped."""
+    saved = []
+    try:
+        for dotted in names:
+            found = _owner(dotted)
+            if found is None:
+                continue
+            obj, attr = found
+            original = obj.__dict__[attr] if attr in getattr(obj, "__dict__", {}) else getattr(obj, attr)
+
+            def refuse(*args, _name=dotted, **kwargs):
+                raise Hint(f"your function calls {_name}, the book's (or PyTorch's) own version of what "
+                           "this exercise asks you to write; the graded test runs without it: write "
+                           "the computation yourself")
+            setattr(obj, attr, staticmethod(refuse) if isinstance(obj, type) else refuse)
+            saved.append((obj, attr, original))
+        yield
+    finally:
+        for obj, attr, original in reversed(saved):
+            setattr(obj, attr, original)
 
 
 @contextlib.contextmanager

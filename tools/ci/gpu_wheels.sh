@@ -59,6 +59,7 @@ ASSUMED=(
     "pygments|ipython requires it, which conda installs in pytorch/pytorch's images; NVIDIA's containers ship it"
     "attrs|hypothesis requires it, which PyTorch's requirements.txt installs in pytorch/pytorch's images; NVIDIA's containers ship it"
     "wheel|PyTorch's requirements.txt installs it in pytorch/pytorch's images; every conda base has it"
+    "scipy|NVIDIA's containers and Colab ship it (35 MiB, more than half the bundle's room); a bare image needs --include scipy"
 )
 # OMITTED: required by a package the check uses, but imported by it only when present, and
 # never on the check's path; installed nowhere (--install's pip check forgives them).
