@@ -20,8 +20,8 @@ from labsupport.sections import (  # noqa: F401  (importing a section registers 
 )
 from wrong_answers import of_kind
 
-CODE = re.compile(r"[A-Za-z_][\w.]*\((?!\d)|@|\*\*|\^T|\bdim=|\.T\b|\btranspose\b|masked_fill|\btril\b|\btriu\b"
-                  r"|torch\.\w|\bnn\.\w|\bF\.\w|\.shape\b|\.view\b|\.sum\b|\.exp\b")
+CODE = re.compile(r"[A-Za-z_][\w.]*\((?!\d)|@|\*\*|\^T|\bdim=|\.T\b|\btranspose\b|masked_fill"
+                  r"|\btril\b|\btriu\b|torch\.\w|\bnn\.\w|\bF\.\w|\.shape\b|\.view\b|\.sum\b|\.exp\b")
 NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?(?![\w%])(?!\s*(?:times|%))")
 
 
@@ -62,7 +62,8 @@ def test_a_hint_holds_no_expected_value_and_no_code(name, index, answer):
     result = checks.CHECKS[name](answer.function())
     assert not result.passed, result
     hint = result.message
-    assert pasted_values(hint, core.expected_values()) == [], f"{name}: the hint prints an expected value: {hint}"
+    pasted = pasted_values(hint, core.expected_values())
+    assert pasted == [], f"{name}: the hint prints an expected value {pasted}: {hint}"
     code = CODE.search(hint)
     assert code is None, f"{name}: the hint holds code or a formula ({code.group(0)!r}): {hint}"
 

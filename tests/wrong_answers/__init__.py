@@ -24,11 +24,19 @@ import ast
 from . import efficient_attention, lab, long_sequences, positional_encodings, self_attention, transformer
 from .answers import KINDS, Answer
 
-__all__ = ["ANSWERS", "KINDS", "Answer", "signature", "missing", "first", "of_kind"]
+__all__ = ["ANSWERS", "TAKES_TENSORS", "RETURNS_TENSOR", "RETURNS_NUMBER", "KINDS", "Answer", "signature",
+           "missing", "first", "of_kind"]
 
+SECTIONS = (self_attention, transformer, positional_encodings, long_sequences, efficient_attention, lab)
 ANSWERS: dict[str, list[Answer]] = {}
-for _section in (self_attention, transformer, positional_encodings, long_sequences, efficient_attention, lab):
+TAKES_TENSORS: list[str] = []       # checks of a function of tensors
+RETURNS_TENSOR: list[str] = []      # checks of a function that returns a tensor
+RETURNS_NUMBER: list[str] = []      # checks of a function that returns a number
+for _section in SECTIONS:
     ANSWERS.update(_section.ANSWERS)
+    TAKES_TENSORS += _section.TAKES_TENSORS
+    RETURNS_TENSOR += _section.RETURNS_TENSOR
+    RETURNS_NUMBER += _section.RETURNS_NUMBER
 
 
 def signature(source: str) -> str:

@@ -1,6 +1,13 @@
 """Answers to the exercises of the lab; the kinds are explained in __init__.py."""
 from .answers import forbidden, right, wrong
 
+# which checks the generic tests of tests/test_checks.py also run: a function of tensors (its
+# inputs copied, an in-place edit noted), one that returns a tensor (float32, NaN and half
+# precision answers), one that returns a number (NumPy and tensor numbers accepted)
+TAKES_TENSORS = ['causal_block', 'ridge_weights']
+RETURNS_TENSOR = ['causal_block', 'ridge_weights']
+RETURNS_NUMBER = ['step_peak']
+
 ANSWERS = {
     "ridge_weights": [
         wrong("""

@@ -1,6 +1,13 @@
 """Answers to the exercises of 12.4 Long sequences and memory; the kinds are explained in __init__.py."""
 from .answers import forbidden, right, wrong
 
+# which checks the generic tests of tests/test_checks.py also run: a function of tensors (its
+# inputs copied, an in-place edit noted), one that returns a tensor (float32, NaN and half
+# precision answers), one that returns a number (NumPy and tensor numbers accepted)
+TAKES_TENSORS = ['online_step', 'compress_update']
+RETURNS_TENSOR = []
+RETURNS_NUMBER = []
+
 ANSWERS = {
     "online_step": [
         wrong("""

@@ -1,6 +1,13 @@
 """Answers to the exercises of 12.3 Positional and temporal encodings (kinds: __init__.py)."""
 from .answers import forbidden, right, wrong
 
+# which checks the generic tests of tests/test_checks.py also run: a function of tensors (its
+# inputs copied, an in-place edit noted), one that returns a tensor (float32, NaN and half
+# precision answers), one that returns a number (NumPy and tensor numbers accepted)
+TAKES_TENSORS = ['hour_features']
+RETURNS_TENSOR = ['hour_features', 'shift_matrix']
+RETURNS_NUMBER = []
+
 ANSWERS = {
     "shift_matrix": [
         wrong("""

@@ -1,6 +1,13 @@
 """Answers to the exercises of 12.1 Self-attention (kinds: __init__.py)."""
 from .answers import forbidden, replay, right, wrong
 
+# which checks the generic tests of tests/test_checks.py also run: a function of tensors (its
+# inputs copied, an in-place edit noted), one that returns a tensor (float32, NaN and half
+# precision answers), one that returns a number (NumPy and tensor numbers accepted)
+TAKES_TENSORS = ['attention_weights', 'causal_attention', 'split_heads']
+RETURNS_TENSOR = ['attention_weights', 'causal_attention', 'split_heads']
+RETURNS_NUMBER = ['score_matrix_bytes', 'predicted_peak']
+
 ANSWERS = {
     "attention_weights": [
         wrong("""

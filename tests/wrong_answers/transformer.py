@@ -1,6 +1,13 @@
 """Answers to the exercises of 12.2 The Transformer architecture; the kinds are explained in __init__.py."""
 from .answers import forbidden, right, wrong
 
+# which checks the generic tests of tests/test_checks.py also run: a function of tensors (its
+# inputs copied, an in-place edit noted), one that returns a tensor (float32, NaN and half
+# precision answers), one that returns a number (NumPy and tensor numbers accepted)
+TAKES_TENSORS = ['feed_forward', 'pre_norm_block']
+RETURNS_TENSOR = ['feed_forward', 'pre_norm_block']
+RETURNS_NUMBER = ['block_parameters']
+
 ANSWERS = {
     "feed_forward": [
         wrong("""
