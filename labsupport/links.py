@@ -1,9 +1,10 @@
 """Where the book lives, as links that work in every client.
 
 A notebook is read in the HTML book, JupyterLab, VS Code and Colab. A relative link to
-another notebook or page works in some of them only (Colab resolves it against its own
-address), so links between documents are absolute: a section opens in Colab
-(`section_url`), a page of the book on GitHub (`page_url`). The book's build turns every
+another notebook works in the book, JupyterLab and VS Code, not in Colab (which resolves it
+against its own address), so a section links another as its sibling notebook with the Colab
+address beside it: ``[12.2](12_2_transformer.ipynb) ([Colab](<section_url("12_2_transformer")>))``.
+A page of the book is linked by its GitHub address (`page_url`). The book's build turns every
 such link into a link to its own page (labsupport.sphinx_links), so the HTML book
 stays whole offline. ``REPOSITORY`` and ``BRANCH`` are _config.yml's ``repository``
 settings (a test keeps them equal).

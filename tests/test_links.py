@@ -1,7 +1,9 @@
-"""Links that work in every client: a link from one document of the book to another is the
-document's absolute address (a section opens in Colab, a page on GitHub: labsupport.links),
-which the book's build points at its own page (labsupport.sphinx_links); citations are
-in-notebook links to the notebook's reference list, with the whole entry in their title."""
+"""Links that work in every client: a link from one section to another is the sibling notebook
+(``12_2_transformer.ipynb``: JupyterLab and VS Code open it, the book its page) with its Colab
+address beside it in the same cell (Colab resolves a relative link against its own address);
+a link to a page is its absolute address (labsupport.links), which the book's build points at
+its own page (labsupport.sphinx_links); citations are in-notebook links to the notebook's
+reference list, with the whole entry in their title."""
 import json
 import re
 
@@ -55,9 +57,16 @@ def test_links_between_documents_are_addresses_that_every_client_opens(path):
                 assert target[1:] in anchors or not target.startswith("#ref-"), \
                     f"{path.name} {where}: {target} has no entry in the reference list"
                 continue
+            sibling = re.fullmatch(r"(12_[\w]+)\.ipynb(#[\w-]+)?", target)
+            if sibling:
+                assert (ROOT / "chapters" / f"{sibling[1]}.ipynb").is_file(), f"{path.name} {where}: {target}"
+                assert links.section_url(sibling[1]) in text, (
+                    f"{path.name} {where}: {target} opens the sibling notebook in JupyterLab but not in "
+                    f"Colab: put its Colab address, labsupport.links.section_url({sibling[1]!r}), beside it")
+                continue
             assert re.match(r"^(https?|mailto):", target), (
                 f"{path.name} {where}: relative link {target!r} breaks in Colab; link another section "
-                f"as labsupport.links.section_url(...) gives it, a page as page_url(...)")
+                f"as its sibling notebook with section_url(...) beside it, a page as page_url(...)")
             if target.startswith((links.REPOSITORY, links.COLAB)):
                 relative = re.sub(r"^.*?/blob/[^/]+/", "", target).split("#")[0]
                 assert (ROOT / relative).is_file(), f"{path.name} {where}: {target} names no file"

@@ -69,16 +69,16 @@ HIDDEN_IN_BOOK = ("remove-input", "hide-input", "remove-cell")
 
 
 def is_setup_cell(cell) -> bool:
-    """The Colab setup cell, which stays visible in every client (a student sees what it installs)."""
+    """The Colab setup cell (folded like every cell the book hides: its title says what it does)."""
     return cell.cell_type == "code" and "google.colab" in cell.source
 
 
 def fold_hidden_cells(nb) -> int:
     """Fold, in every client, each code cell whose input the book hides (tags `HIDDEN_IN_BOOK`),
-    the setup cell excepted; return how many cells changed."""
+    the setup cell among them; return how many cells changed."""
     changed = 0
     for cell in nb.cells:
-        if cell.cell_type != "code" or is_setup_cell(cell):
+        if cell.cell_type != "code":
             continue
         if set(cell.metadata.get("tags", [])) & set(HIDDEN_IN_BOOK):
             before = (cell.metadata.get("jupyter", {}).get("source_hidden"), cell.metadata.get("cellView"))

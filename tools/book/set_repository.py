@@ -3,7 +3,8 @@
 Every notebook starts with the same setup cell: `setup_cell(url)` below. On Colab it
 clones the repository and installs `labsupport` from the clone (a regular install: the
 series ships inside the package); elsewhere it does nothing. Its tag `remove-input` hides
-it in the HTML, where it is boilerplate; it stays in the notebook. The URL is one setting:
+it in the HTML, where it is boilerplate; in JupyterLab, VS Code and Colab it is folded under its
+first line, a Colab form title that says what it does. The URL is one setting:
 `repository.url` in _config.yml (it drives the book's repository and Colab buttons too).
 After changing it, or the cell below, run
 
@@ -17,10 +18,12 @@ from pathlib import Path
 import nbformat
 import yaml
 
+from tools.book.make_student import fold_code
+
 ROOT = Path(__file__).resolve().parents[2]
 TAGS = ["remove-input"]
 SETUP = '''\
-# Setup: on Colab, install the book's package (code and data); elsewhere, do nothing.
+#@title Setup: on Colab, install the book's package and data; elsewhere, do nothing
 # Safe to run again, also after an install that failed or was stopped half-way.
 import importlib.util, os, shutil, subprocess, sys
 REPOSITORY, CLONE = "{url}", "/content/ch12"
@@ -51,9 +54,11 @@ def main() -> int:
     for path in sorted((ROOT / "chapters").glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         setup = next(c for c in nb.cells if c.cell_type == "code")
-        if setup.source != source or setup.metadata.get("tags") != TAGS:
+        folded = setup.metadata.get("jupyter", {}).get("source_hidden") and setup.metadata.get("cellView")
+        if setup.source != source or setup.metadata.get("tags") != TAGS or not folded:
             setup.source = source
             setup.metadata["tags"] = list(TAGS)
+            fold_code(setup)
             nbformat.write(nb, path)
             print(f"{path.name}: setup cell written")
     return 0
