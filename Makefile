@@ -1,42 +1,35 @@
 # The README's two commands: `make book` and `make test`. Each creates .venv and
-# installs requirements.txt first when needed (python3 >= 3.10 on the PATH); `make test`,
-# `make lab` and `make assignments` add nbgrader and JupyterLab (requirements-instructor.txt),
-# `make test`, `make unit` and `make lint` the linter (requirements-dev.txt).
+# installs requirements.txt first when needed (python3 >= 3.11 on the PATH, or PYTHON=...);
+# `make test`, `make lab` and `make assignments` add nbgrader and JupyterLab
+# (requirements-instructor.txt), `make test`, `make unit` and `make lint` the linter
+# (requirements-dev.txt).
 #
-# TORCH=cpu (`make book TORCH=cpu`): torch from PyTorch's CPU wheel index first, then the
-# rest. On Linux, PyPI's torch is the CUDA build, which brings NVIDIA's libraries (several
-# GB) with it, GPU or not; the CPU build satisfies the same pin (2.13.0+cpu is 2.13.0).
-# Without TORCH, plain pip from the configured index: what CI uses.
+# torch first (tools/install_torch.py): TORCH=auto (the default) takes the CPU build from
+# PyTorch's CPU index where there is no NVIDIA GPU (no nvidia-smi), PyPI's CUDA build where
+# there is one; TORCH=cpu or TORCH=cuda forces either. Where PyTorch's index cannot be reached,
+# torch comes from pip's configured index, with one line saying so.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-TORCH  ?=
-TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
-TORCH_PIN := $(shell grep -m1 '^torch==' requirements.txt)
-ifeq ($(TORCH),cpu)
-# --upgrade: a CUDA build already in .venv (2.13.0) is replaced by the CPU one (2.13.0+cpu
-# sorts above it); --extra-index-url keeps the configured index for torch's dependencies.
-# pip only warns when an index cannot be reached, and then takes PyPI's build: the check
-# after it stops there instead.
-TORCH_FIRST := $(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade \
-	--extra-index-url $(TORCH_CPU_INDEX) "$(TORCH_PIN)" \
-	&& $(BIN)/python -c "import sys, torch; sys.exit(torch.version.cuda and 'TORCH=cpu: pip \
-	installed torch ' + torch.__version__ + ', a CUDA build: was $(TORCH_CPU_INDEX) reachable? \
-	(see the warnings above)')"
-else ifeq ($(TORCH),)
-TORCH_FIRST :=
-else
-$(error TORCH=$(TORCH): write TORCH=cpu for the CPU wheel of torch, or leave it out)
+TORCH  ?= auto
+ifeq ($(filter $(TORCH),auto cpu cuda),)
+$(error TORCH=$(TORCH): write TORCH=auto (the default), TORCH=cpu or TORCH=cuda)
 endif
-STAMP  := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | cksum | cut -d' ' -f1)$(TORCH:%=-%)
+# The pins need Python 3.11 (numpy 2.4, pandas 3.1): stop at once, naming what was found.
+PYTHON_OK := $(PYTHON) -c "import sys; sys.exit(0 if sys.version_info >= (3, 11) else \
+	'$(PYTHON) is Python ' + sys.version.split()[0] + '; the book needs 3.11 or newer (numpy 2.4 \
+	and pandas 3.1 require it): install one (python.org, apt install python3.11, pyenv, conda) \
+	and run make PYTHON=python3.11')"
+STAMP  := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | cksum | cut -d' ' -f1)-$(TORCH)
 GRADER := $(VENV)/.nbgrader-$(shell cat requirements.txt requirements-instructor.txt | cksum | cut -d' ' -f1)
 DEV    := $(VENV)/.dev-$(shell cat requirements.txt requirements-dev.txt | cksum | cut -d' ' -f1)
 
-.PHONY: book test unit lint lab notebooks student assignments gpu-check clean
+.PHONY: book test unit lint lab notebooks student assignments grade gpu-check clean
 
 $(STAMP): requirements.txt pyproject.toml
+	@$(PYTHON_OK)
 	$(PYTHON) -m venv $(VENV)
-	$(TORCH_FIRST)
+	$(BIN)/python tools/install_torch.py --torch $(TORCH)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
@@ -87,13 +80,22 @@ lint: $(DEV)
 notebooks: $(STAMP)
 	$(BIN)/python -m tools.book.execute_notebooks
 
-## Student versions of every notebook, solutions removed: student/chapters/
-student: $(STAMP)
+## Student versions of every notebook, solutions removed: student/chapters/, the same
+## notebooks as the nbgrader course's release/ (what `make grade` grades)
+student: $(GRADER)
 	$(BIN)/python -m tools.book.make_student
 
 ## An nbgrader course of every section, source and release versions: assignments/
 assignments: $(GRADER)
 	$(BIN)/python -m tools.book.make_assignments
+
+## Grade a class: make grade ASSIGNMENT=12_1_self_attention SUBMISSIONS=DIR (one notebook per
+## student: DIR/<student>.ipynb or DIR/<student>/<any>.ipynb), in the course of `make assignments`
+grade: $(GRADER)
+	@test -n "$(ASSIGNMENT)" -a -n "$(SUBMISSIONS)" || { echo "make grade: give ASSIGNMENT=<section, e.g. \
+	12_1_self_attention> and SUBMISSIONS=<folder of notebooks>" >&2; exit 2; }
+	@test -d assignments/release/$(ASSIGNMENT) || $(MAKE) assignments
+	$(BIN)/python -m tools.book.grade_class --assignment $(ASSIGNMENT) --submissions $(SUBMISSIONS)
 
 ## Re-execute every notebook on this machine's GPU under nbval, build the book from it,
 ## write a report: gpu-out/ (tools/ci/gpu_check.sh, within --budget 600 s by default;

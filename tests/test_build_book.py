@@ -59,3 +59,73 @@ def test_the_executed_config_turns_execution_off_and_drops_the_local_extensions(
     assert out["execute"] == {"execute_notebooks": "off", "timeout": 900}
     assert out["sphinx"] == {"config": {"a": 1}}
     assert build_book.executed_config({}) == {"execute": {"execute_notebooks": "off"}, "sphinx": {}}
+
+
+# --- the execution cache ---------------------------------------------------------------------------
+
+def _book(root):
+    """A tiny book in ``root``: the sources build_book copies, two notebooks, a package file."""
+    (root / "chapters").mkdir(parents=True)
+    (root / "_static").mkdir()
+    (root / "labsupport").mkdir()
+    (root / "labsupport" / "a.py").write_text("x = 1\n")
+    for name in ("_config.yml", "_toc.yml", "references.bib", "requirements.txt", "intro.md"):
+        (root / name).write_text("execute: {}\n" if name == "_config.yml" else "")
+    notebook(root / "chapters" / "one.ipynb", "1 + 1")
+    notebook(root / "chapters" / "two.ipynb", "2 + 2")
+
+
+def _run(monkeypatch, root, *argv):
+    """build_book.main on the book in ``root``: which notebooks it executed, and whether it built."""
+    executed, built = [], []
+    monkeypatch.setattr(build_book, "ROOT", root)
+    monkeypatch.setattr(build_book, "CACHE", root / "_build" / "executed")
+    monkeypatch.setattr(build_book, "RUNS_ON", ("labsupport", "requirements.txt"))
+
+    def fake_execute(path, jobs, timeout):
+        executed.append(path.name)
+        return path, 0, 0.0, ""
+
+    def fake_html(source, options):
+        built.append(True)
+        (root / "_build" / "html").mkdir(parents=True, exist_ok=True)
+        (root / "_build" / "html" / "index.html").write_text("<html></html>")
+        return 0
+
+    monkeypatch.setattr(build_book, "execute", fake_execute)
+    monkeypatch.setattr(build_book, "build_html", fake_html)
+    monkeypatch.setattr(sys, "argv", ["build_book", "--jobs", "1", *argv])
+    assert build_book.main() == 0
+    return sorted(executed), bool(built)
+
+
+def test_a_rebuild_executes_exactly_what_changed(tmp_path, monkeypatch):
+    _book(tmp_path)
+    assert _run(monkeypatch, tmp_path) == (["one.ipynb", "two.ipynb"], True)      # the first build
+    assert _run(monkeypatch, tmp_path) == ([], False)                              # nothing changed
+    nb = nbformat.read(tmp_path / "chapters" / "two.ipynb", as_version=4)
+    nb.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="4")]
+    nbformat.write(nb, tmp_path / "chapters" / "two.ipynb")
+    assert _run(monkeypatch, tmp_path) == ([], True)                  # new outputs: nothing to execute
+    notebook(tmp_path / "chapters" / "two.ipynb", "2 + 3")
+    assert _run(monkeypatch, tmp_path) == (["two.ipynb"], True)       # one notebook's code changed
+    (tmp_path / "intro.md").write_text("# A page\n")
+    assert _run(monkeypatch, tmp_path) == ([], True)                  # a page: the HTML only
+    (tmp_path / "labsupport" / "a.py").write_text("x = 2\n")
+    assert _run(monkeypatch, tmp_path) == (["one.ipynb", "two.ipynb"], True)       # the package: all
+    (tmp_path / "requirements.txt").write_text("torch==2.13.0\n")
+    assert _run(monkeypatch, tmp_path) == (["one.ipynb", "two.ipynb"], True)       # the pins: all
+    monkeypatch.setenv("LABSUPPORT_PROFILE", "smoke")
+    assert _run(monkeypatch, tmp_path) == (["one.ipynb", "two.ipynb"], True)       # another profile
+    assert _run(monkeypatch, tmp_path, "--force") == (["one.ipynb", "two.ipynb"], True)
+
+
+def test_a_failed_execution_is_not_cached(tmp_path, monkeypatch):
+    _book(tmp_path)
+    monkeypatch.setattr(build_book, "CACHE", tmp_path / "cache")
+    path = tmp_path / "chapters" / "one.ipynb"
+    monkeypatch.setattr(build_book, "execute", lambda p, jobs, timeout: (p, 1, 0.0, "boom"))
+    assert build_book.execute_all([path], 1, 60, {path: "k"}) is False
+    assert not build_book.cached(path, "k")
+    build_book.store(path, "k")
+    assert build_book.cached(path, "k") and not build_book.cached(path, "other")

@@ -370,7 +370,75 @@ def test_a_class_of_generated_submissions_gets_every_score_right(tmp_path):
         nbformat.write(submission(release, codes, path.stem), folder / f"student{n:03d}.ipynb")
         expected[f"student{n:03d}"] = sum(kind in (None, "right") for kind in picks.values())
     start = time.perf_counter()
-    totals = grade_class(course, path.stem, folder, env=SMOKE)
+    results = grade_class(course, path.stem, folder, env=SMOKE)
     seconds = time.perf_counter() - start
-    assert {student: score for student, (score, _) in totals.items()} == expected
+    assert {r.student: r.score for r in results} == expected
     print(f"{CLASS_SIZE} submissions of {path.stem} in {seconds:.0f} s: {seconds / CLASS_SIZE:.1f} s each")
+
+
+# --- the instructor's path: what make student hands out, a class with broken submissions ---------
+
+@pytest.fixture(scope="module")
+def one_section(tmp_path_factory):
+    """A course of 12.1 alone, and the notebook `make student` hands out for it."""
+    pytest.importorskip("nbgrader")
+    from tools.book.make_student import main as make_student
+    root = tmp_path_factory.mktemp("one")
+    path = ROOT / "chapters" / "12_1_self_attention.ipynb"
+    write_course(root / "course", [path])
+    assert make_student(["--out", str(root / "student"), str(path)]) == 0
+    handed = nbformat.read(root / "student" / "chapters" / path.name, as_version=4)
+    return {"root": root, "path": path, "handed": handed, "book": nbformat.read(path, as_version=4)}
+
+
+@pytest.mark.slow
+def test_the_notebook_make_student_hands_out_is_the_release_and_grades_full_marks(one_section, tmp_path):
+    from tools.book.grade_class import grade_class
+    s = one_section
+    release = nbformat.read(s["root"] / "course" / "release" / s["path"].stem / s["path"].name, 4)
+    strip = lambda nb: [(c.cell_type, c.source, c.metadata.get("nbgrader")) for c in nb.cells]  # noqa: E731
+    assert strip(s["handed"]) == strip(release), "make student writes what nbgrader grades"
+    folder = tmp_path / "class"
+    folder.mkdir()
+    nbformat.write(submission(s["handed"], answers_of(s["book"], s["path"].stem, None), "12.1"),
+                   folder / "ada.ipynb")
+    [result] = grade_class(s["root"] / "course", s["path"].stem, folder, env=SMOKE)
+    assert result.ok and result.score == result.max_score > 0
+    assert set(result.exercises.values()) == {"passed"}
+
+
+@pytest.mark.slow
+def test_a_class_with_broken_submissions_is_graded_and_each_broken_one_named(one_section, tmp_path, capsys):
+    from tools.book.grade_class import main
+    s, name = one_section, one_section["path"].stem
+    course, folder = s["root"] / "course", tmp_path / "class"
+    folder.mkdir()
+    write_course(course, [ROOT / "chapters" / "12_2_transformer.ipynb"])          # another section too
+    right = submission(s["handed"], answers_of(s["book"], name, None), "12.1")
+    nbformat.write(right, folder / "right.ipynb")
+    text = nbformat.writes(right)
+    (folder / "truncated.ipynb").write_text(text[: len(text) // 2])
+    other = nbformat.read(course / "release" / "12_2_transformer" / "12_2_transformer.ipynb", 4)
+    nbformat.write(other, folder / "other_section.ipynb")
+    crash = nbformat.from_dict(s["handed"])
+    first_solution = next(c for c in crash.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    first_solution.source = "1 / 0                  # the cell raises: its function is never defined\n" \
+        + first_solution.source
+    nbformat.write(crash, folder / "crash.ipynb")
+    older = course / "submitted" / "earlier" / name
+    older.mkdir(parents=True)
+    nbformat.write(right, older / f"{name}.ipynb")
+    status = main(["--assignment", name, "--submissions", str(folder), "--course", str(course)])
+    out = capsys.readouterr().out
+    print(out)
+    assert status == 1, "some submissions could not be graded: the exit status says so"
+    rows = {line.split()[0]: line for line in out.splitlines()[1:] if line and not line[0].isdigit()}
+    assert "UNREADABLE" in rows["truncated"] and "not a readable notebook" in rows["truncated"]
+    assert "ANOTHER ASSIGNMENT" in rows["other_section"] and "12_2_transformer" in rows["other_section"]
+    total = len(graded_cells(s["handed"]))
+    assert f"{total:g} / {total:g}" in rows["right"]
+    student, score, _, most, passed, wrong, unanswered, crashed = rows["crash"].split()[:8]
+    assert (crashed, unanswered, wrong) == ("1", str(total - 1), "0"), rows["crash"]
+    assert "left as they were" in out
+    assert not any((course / "submitted" / bad).exists() for bad in ("truncated", "other_section"))
+    assert (older / f"{name}.ipynb").is_file()

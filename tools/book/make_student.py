@@ -3,6 +3,11 @@
     python -m tools.book.make_student                       # chapters/*.ipynb -> student/chapters/
     python -m tools.book.make_student --out /tmp/hw chapters/12_1_self_attention.ipynb
 
+What it writes is what nbgrader grades: the released notebook of the nbgrader course that
+tools/book/make_assignments.py makes (built in a temporary course), so a class can be handed
+either `student/` or the course's `release/` and graded all the same (`make grade`). Without
+nbgrader installed (`requirements-instructor.txt`) it says so and stops.
+
 In each exercise's code cell the lines between ``### BEGIN SOLUTION`` and
 ``### END SOLUTION`` become ``raise NotImplementedError`` (the nbgrader convention), the
 cell is unfolded (the book folds its solutions: tag ``hide-input`` for the HTML book,
@@ -16,7 +21,9 @@ so a student notebook runs top to bottom.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -130,14 +137,24 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "student",
                         help="output folder; notebooks land in OUT/chapters/ (default: student/)")
     args = parser.parse_args(argv)
-    paths = args.notebooks or sorted((ROOT / "chapters").glob("*.ipynb"))
+    try:
+        import nbgrader  # noqa: F401
+    except ImportError:
+        print("make_student: the student version is nbgrader's release, and nbgrader is not installed: "
+              "run `make student` (it installs requirements-instructor.txt) or pip install -r "
+              "requirements.txt -r requirements-instructor.txt", file=sys.stderr)
+        return 1
+    from tools.book.make_assignments import write_course
+
+    paths = [p.resolve() for p in args.notebooks] or sorted((ROOT / "chapters").glob("*.ipynb"))
     target = args.out / "chapters"
     target.mkdir(parents=True, exist_ok=True)
-    for path in paths:
-        nb = student_version(nbformat.read(path, as_version=4), path.name)
-        nbformat.write(nb, target / path.name)
-        print(f"{target / path.name}: {sum(BEGIN in c.source for c in nbformat.read(path, 4).cells)} "
-              "exercises left for the student")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in write_course(Path(tmp), paths):
+            shutil.copyfile(Path(tmp) / "release" / name / f"{name}.ipynb", target / f"{name}.ipynb")
+            released = nbformat.read(target / f"{name}.ipynb", as_version=4)
+            count = sum(STUB.splitlines()[-1] in c.source for c in released.cells)
+            print(f"{target / name}.ipynb: {count} exercises left for the student")
     return 0
 
 
