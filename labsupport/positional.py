@@ -71,8 +71,14 @@ class SinusoidalPositionalEncoding(nn.Module):
             raise ValueError(f"d_model must be even for sine/cosine pairs, got {d_model}")
 
     def forward(self, x, positions=None):                  # x (B, L, d_model)
+        if x.shape[-1] != self.d_model:
+            raise ValueError(f"x must be (B, L, {self.d_model}) for this encoding of width {self.d_model}, "
+                             f"got {tuple(x.shape)}: build it with d_model={x.shape[-1]}")
         if positions is None:
             positions = torch.arange(x.shape[-2], device=x.device)
+        if positions.shape[-1] != x.shape[-2]:
+            raise ValueError(f"positions must hold one position per token, L = {x.shape[-2]}, got "
+                             f"{tuple(positions.shape)}")
         return x + sinusoidal_features(positions, self.d_model, self.base).to(x.dtype)
 
 
@@ -93,6 +99,10 @@ class LearnedPositionalEncoding(nn.Module):
             raise ValueError("a learned table is indexed by token order 0..max_len-1; "
                              "it cannot take arbitrary positions (use sinusoidal, rope or time2vec)")
         L = x.shape[-2]
+        if x.shape[-1] != self.table.shape[1]:
+            raise ValueError(f"x must be (B, L, {self.table.shape[1]}) for this table of width "
+                             f"{self.table.shape[1]}, got {tuple(x.shape)}: build it with "
+                             f"d_model={x.shape[-1]}")
         if L > self.max_len:
             raise ValueError(f"sequence of {L} tokens is longer than the learned table's max_len "
                              f"{self.max_len}: positions {self.max_len}..{L - 1} have no embedding")
@@ -221,6 +231,10 @@ class RotaryEmbedding(AttentionPosition):
             raise ValueError(f"x must be (..., L, {self.head_dim}), got {tuple(x.shape)}")
         L = x.shape[-2]
         positions = torch.arange(L, device=x.device) if positions is None else positions
+        if not isinstance(positions, torch.Tensor) or positions.shape[-1] != L:
+            got = tuple(positions.shape) if isinstance(positions, torch.Tensor) else type(positions).__name__
+            raise ValueError(f"positions must hold one position per token, (L,) or (B, L) with L = {L} "
+                             f"(x is {tuple(x.shape)}), got {got}")
         angles = positions.to(x.device).double()[..., None] * self.inv_freq      # (..., L, D/2)
         if angles.dim() == 3 and x.dim() == 4:                                    # (B, L) positions
             angles = angles[:, None]                                              # (B, 1, L, D/2)
@@ -268,6 +282,10 @@ def alibi_bias(n_heads: int, L: int, S: int | None = None, *, q_pos=None, k_pos=
     S = L if S is None else S
     k_pos = torch.arange(S, device=device) if k_pos is None else k_pos
     q_pos = torch.arange(S - L, S, device=k_pos.device) if q_pos is None else q_pos
+    for what, pos, n in (("q_pos", q_pos, L), ("k_pos", k_pos, S)):
+        if pos.shape[-1] != n:
+            raise ValueError(f"{what} must hold one position per {'query' if what == 'q_pos' else 'key'}, "
+                             f"{n} of them (L = {L}, S = {S}), got shape {tuple(pos.shape)}")
     distance = _offsets(q_pos, k_pos).double().abs()                          # (..., L, S)
     slopes = alibi_slopes(n_heads, dtype=torch.float64).to(distance.device).view(n_heads, 1, 1)
     dtype = torch.get_default_dtype() if dtype is None else dtype

@@ -271,6 +271,12 @@ def fit(model: nn.Module, train, val, *, epochs: int = 20, lr: float = 1e-3, bat
         raise ValueError(f"val targets are (N, {', '.join(map(str, y_val.shape[1:]))}) but train targets "
                          f"(N, {', '.join(map(str, y_train.shape[1:]))}); make both with the same horizon "
                          "and channels")
+    x_shapes = [tuple(t.shape[1:]) for t in ((x_train, x_val) if isinstance(x_train, torch.Tensor)
+                                                else (x_train[0], x_val[0]))]
+    if x_shapes[0] != x_shapes[1]:
+        raise ValueError(f"val inputs are (N, {', '.join(map(str, x_shapes[1]))}) but train inputs "
+                         f"(N, {', '.join(map(str, x_shapes[0]))}); make both with the same lookback and "
+                         "channels (e.g. one book_task or make_task for both)")
     multiplier = resolve(schedule)
     device = pick_device(device)
     model.to(device)

@@ -372,9 +372,14 @@ def count_windows(inputs) -> int:
 
 
 def _check_pair(name: str, pair):
+    if isinstance(pair, (tuple, list)) and len(pair) == 2 and any(isinstance(p, np.ndarray) for p in pair):
+        raise TypeError(f"{name} must be an (inputs, targets) pair of torch tensors, got NumPy arrays: "
+                        "convert them, e.g. (torch.from_numpy(x).float(), torch.from_numpy(y).float())")
     if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and _is_inputs(pair[0])
             and isinstance(pair[1], torch.Tensor)):
-        raise TypeError(f"{name} must be an (inputs, targets) pair of tensors, got {type(pair).__name__}")
+        got = (f"a {type(pair).__name__} of {len(pair)}" if isinstance(pair, (tuple, list))
+               else type(pair).__name__)
+        raise TypeError(f"{name} must be an (inputs, targets) pair of tensors, got {got}")
     inputs, targets = pair
     if count_windows(inputs) != len(targets) or len(targets) == 0:
         raise ValueError(f"{name}: {count_windows(inputs)} inputs and {len(targets)} targets; "

@@ -46,7 +46,7 @@ def small_task():
     x, y = windows[:, :LOOKBACK], windows[:, LOOKBACK:]
     parts = [(x[a:b], y[a:b]) for a, b in ((0, 120), (120, 160), (160, 200))]
     scaler = Standardizer().fit(series[:, None].numpy())
-    return ForecastTask(*parts, scaler, ("value",), LOOKBACK, HORIZON, eval_stride=STRIDE)
+    return ForecastTask(*parts, scaler, ("value",), LOOKBACK, HORIZON, eval_stride=STRIDE, unit="MW")
 
 
 def dlinear(revin):
@@ -479,7 +479,7 @@ def test_a_window_shorter_than_the_period_can_leave_the_naive_out():
     assert list(result.entries) == [RIDGE]
     daily = compare(small_task(), {}, revin=False, naive_period=24)
     naive = evaluate(lambda x: seasonal_naive(x, 24, HORIZON), small_task().test)
-    assert daily.mean("seasonal naive (24 steps)") == pytest.approx(naive.mse, rel=1e-6)
+    assert daily.mean("seasonal naive (daily)") == pytest.approx(naive.mse, rel=1e-6)
 
 
 # --- failures are recorded, never ranked ----------------------------------------------------------------
@@ -809,7 +809,8 @@ def longer_task(factor=2):
     x, y = windows[:, :factor * LOOKBACK], windows[:, factor * LOOKBACK:]
     n = len(x)
     parts = [(x[a:b], y[a:b]) for a, b in ((0, n - 80), (n - 80, n - 40), (n - 40, n))]
-    return ForecastTask(*parts, task.scaler, ("value",), factor * LOOKBACK, HORIZON, eval_stride=STRIDE)
+    return ForecastTask(*parts, task.scaler, ("value",), factor * LOOKBACK, HORIZON, eval_stride=STRIDE,
+                        unit="MW")
 
 
 def test_rescore_scores_every_run_on_the_new_windows_and_refits_the_baselines():

@@ -81,11 +81,15 @@ def test_truncated_file_is_detected(tmp_path):
         load_ett("ETTh1", tmp_path, sha256=None)
 
 
-def test_wrong_step_is_detected(tmp_path):
+def test_a_file_of_the_other_frequency_is_named_for_what_it_is(tmp_path):
     write_ett(tmp_path, "ETTh2", ett_bytes("ETTm1"))                         # 15-minute rows, hourly name
-    with pytest.raises(ValueError,
-                       match="ETTh2.csv line 3: time 2016-07-01T00:15 follows .* every 60 minutes"):
+    with pytest.raises(ValueError, match=r"ETTh2.csv has a row every 15 minutes, but ETTh2 has one every "
+                                         r"60 minutes: it looks like ETTm1 or ETTm2"):
         load_ett("ETTh2", tmp_path, sha256=None)
+    write_ett(tmp_path, "ETTm1", ett_bytes("ETTh1"))                         # hourly rows, 15-minute name
+    with pytest.raises(ValueError, match=r"a row every 60 minutes, but ETTm1 has one every 15 minutes: "
+                                         r"it looks like ETTh1 or ETTh2; pass that name"):
+        load_ett("ETTm1", tmp_path, sha256=None)
 
 
 def serve(monkeypatch, content=None, error=None):

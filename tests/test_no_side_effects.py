@@ -349,6 +349,12 @@ def _compare():
                 batch_size=16, progress=False)
 
 
+def _hourly_series():
+    """Ten days of an hourly sine, a Series."""
+    stamps = np.arange("2024-01-01", "2024-01-11", dtype="datetime64[h]")
+    return D.Series(stamps, np.sin(np.arange(len(stamps)) / 3.0)[:, None].astype(np.float32), ("x",))
+
+
 def _tiny_task():
     """60 windows of 12 steps in, 3 out: 40 to train on, 10 to validate, 10 to test."""
     x = t(60, 12, 1)
@@ -367,6 +373,7 @@ CASES.update({
     "compare.rescore": lambda: case(C.rescore, C.compare(
         _tiny_task(), {"A": C.Trainable(_small_dlinear)}, revin=False, seeds=2, naive_period=6, epochs=2,
         batch_size=16, progress=False), _tiny_task(), naive_period=6),
+    "data.make_task": lambda: case(D.make_task, _hourly_series(), lookback=24, horizon=6, fractions=(0.6, 0.2)),
     "compare.mean_range": lambda: case(C.mean_range, np.array([0.1, 0.12])),
     "compare.diebold_mariano": lambda: case(C.diebold_mariano, t(30).double(), overlap=2),
     "validation.check_count": lambda: case(V.check_count, "epochs", np.int64(3), least=1, what="the budget"),

@@ -5,6 +5,7 @@ Each takes the comparison as its first argument and reads it through its methods
 not import `results` (which calls these as `Comparison.rows`, `.table` and `.plot`)."""
 from __future__ import annotations
 
+import math
 import statistics
 
 from ..display import table as print_table
@@ -116,9 +117,17 @@ def _number(value, spec: str, failed: bool) -> str:
     return "-" if value is None or failed else format(value, spec)
 
 
+def _three_digits(value) -> str:
+    """A format that shows ``value`` with three significant digits, never fewer than its whole
+    part (1.26 stays 1.26 degrees, 245.3 MW is 245)."""
+    if value is None or not math.isfinite(value) or value == 0:
+        return ".3g"
+    return f",.{max(0, 2 - math.floor(math.log10(abs(value))))}f"
+
+
 def _cells(r, entry, unit) -> tuple:
     failed = r["failure"] is not None
-    in_unit = [] if unit is None else [_number(r["mae_orig"], ".0f", failed)]
+    in_unit = [] if unit is None else [_number(r["mae_orig"], _three_digits(r["mae_orig"]), failed)]
     epochs = f"{_span(r['epochs'])} ({_span(r['best_epochs'])})" if r["epochs"] else "-"
     return (r["model"], f"{r['params']:,}", _seeds_cell(r), _metric_cell(r, entry),
             _number(r["mae"], ".3f", failed), *in_unit, epochs,

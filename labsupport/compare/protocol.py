@@ -310,7 +310,7 @@ def _baselines(task, revin, naive_period, channels, score) -> list:
     except Exception as err:
         entries.append(Entry(RIDGE, False, 0, failures=[RunFailure.of(None, err)]))
     if naive_period is not None:
-        name = NAIVE if naive_period == 168 else f"seasonal naive ({naive_period} steps)"
+        name = naive_name(naive_period, task)
         naive = _OnWindow(lambda x: seasonal_naive(x, naive_period, task.horizon))
         entries.append(Entry(name, False, 0, models=[naive]))
     for entry in entries:
@@ -325,10 +325,37 @@ def _baselines(task, revin, naive_period, channels, score) -> list:
     return entries
 
 
-def compare(task, models: dict, *, revin: bool, seeds=3, naive_period: int | None = 168,
-            device=None, unit: str | None = "MW", progress: bool = True, **fit_options) -> Comparison:
+FROM_TASK = "from the task"      # compare's default unit and naive period: read off the task
+
+
+def naive_name(period: int, task) -> str:
+    """The seasonal naive's name for ``period`` steps of ``task``: `NAIVE` for a week,
+    "seasonal naive (daily)" for a day, else "seasonal naive (N steps)". A task that does not
+    know its step is taken as hourly (the book's)."""
+    week = task.steps_per("week") if hasattr(task, "steps_per") and task.step is not None else 168
+    day = task.steps_per("day") if hasattr(task, "steps_per") and task.step is not None else 24
+    if period == week:
+        return NAIVE
+    return "seasonal naive (daily)" if period == day else f"seasonal naive ({period} steps)"
+
+
+def default_naive_period(task, lookback: int) -> int:
+    """A week of the task's steps if the lookback holds it, else a day; else a clear refusal."""
+    known = hasattr(task, "steps_per") and task.step is not None
+    week, day = (task.steps_per("week"), task.steps_per("day")) if known else (168, 24)
+    for period in (week, day):
+        if period is not None and period <= lookback:
+            return period
+    step = f"{task.step}" if known else "hour"
+    raise ValueError(f"the seasonal naive repeats the last day or week, {day} or {week} steps of one {step}, "
+                     f"but the windows hold {lookback} steps; pass naive_period=<steps> (at most "
+                     f"{lookback}), naive_period=None to leave the naive out, or a longer lookback")
+
+
+def compare(task, models: dict, *, revin: bool, seeds=3, naive_period=FROM_TASK,
+            device=None, unit=FROM_TASK, progress: bool = True, **fit_options) -> Comparison:
     """Train each of ``models`` (name -> `Trainable`) on ``task`` over its seeds and score
-    it on the test windows beside the weekly seasonal naive forecast and the ridge.
+    it on the test windows beside the seasonal naive forecast and the ridge.
 
     ``task``: a `labsupport.data.ForecastTask`; every model gets its train, validation and
     test windows unchanged, and its ``eval_stride`` gives the paired test's overlap.
@@ -336,10 +363,12 @@ def compare(task, models: dict, *, revin: bool, seeds=3, naive_period: int | Non
     model's ``build`` receives it, and a model built otherwise is refused). ``seeds``: a
     count or a list of ints in [0, 2**32), used where a `Trainable` gives none; run k seeds
     Python, NumPy and PyTorch with its seed before building and training. ``naive_period``:
-    the seasonal naive's period in steps (168: weekly); None leaves it out, only for
-    windows shorter than a week (12.4's short contexts), whose table then takes the naive
-    from a task with longer windows. ``unit``: the series' unit for the MAE in original
-    values (None for a series without one: no such column). ``fit_options`` go to
+    the seasonal naive's period in steps; by default a week of the task's steps (168 of an
+    hourly series) where the lookback holds it, else a day (`default_naive_period`); its name
+    says which (`naive_name`; `NAIVE` reads whichever naive there is); None leaves it out.
+    ``unit``: the unit of the series' values for the MAE in original values; by default the
+    task's (``task.unit``: "MW" for the book's task, None for a series without one: no such
+    column). ``fit_options`` go to
     `labsupport.train.fit` (``epochs``, ``lr``, ``batch_size``, ``patience``,
     ``schedule``, ``max_seconds``, ...), each `Trainable`'s own on top.
 
@@ -355,6 +384,10 @@ def compare(task, models: dict, *, revin: bool, seeds=3, naive_period: int | Non
 def _compare(task, models, revin, seeds, naive_period, device, unit, progress, fit_options) -> Comparison:
     overlap = _check_task(task)
     lookback = _inputs_only(task.train[0]).shape[1]
+    if unit == FROM_TASK:
+        unit = getattr(task, "unit", None)
+    if naive_period == FROM_TASK:
+        naive_period = default_naive_period(task, lookback)
     _check_arguments(models, revin, naive_period, unit, progress, lookback)
     _check_own_options(fit_options)
     default_seeds = _seed_list(seeds)
@@ -383,7 +416,7 @@ def _steps(task) -> tuple:
     return _inputs_only(task.test[0]).shape[1], task.test[1].shape[1]
 
 
-def rescore(comparison: Comparison, task, *, naive_period: int | None = 168, device=None) -> Comparison:
+def rescore(comparison: Comparison, task, *, naive_period=FROM_TASK, device=None) -> Comparison:
     """``comparison``'s trained runs scored on the test windows of another ``task`` (longer
     windows of the same series, say), beside the baselines fitted anew on ``task``: a
     `Comparison` whose table and verdicts use those windows.
@@ -398,6 +431,8 @@ def rescore(comparison: Comparison, task, *, naive_period: int | None = 168, dev
     overlap = _check_task(task)
     if not isinstance(comparison, Comparison):
         raise TypeError(f"comparison must be what compare(...) returned, got {type(comparison).__name__}")
+    if naive_period == FROM_TASK:
+        naive_period = default_naive_period(task, _inputs_only(task.train[0]).shape[1])
     channels = list(range(task.test[1].shape[-1]))
     unit = comparison.unit
     scaler = task.scaler if unit is not None else None

@@ -218,7 +218,17 @@ class Comparison:
     interrupted: bool = field(default=False, kw_only=True)
     steps: tuple | None = field(default=None, kw_only=True)
 
+    def resolve(self, name: str) -> str:
+        """``name`` as the comparison knows it: `NAIVE` names whichever seasonal naive it has
+        (weekly, daily or of N steps)."""
+        if name == NAIVE and NAIVE not in self.entries:
+            naive = [n for n in self.entries if n.startswith("seasonal naive (")]
+            if len(naive) == 1:
+                return naive[0]
+        return name
+
     def __getitem__(self, name: str) -> Entry:
+        name = self.resolve(name)
         if name not in self.entries:
             raise KeyError(f"no model {name!r} in this comparison; it has {list(self.entries)}")
         return self.entries[name]
@@ -328,10 +338,14 @@ class Comparison:
 
     def verdict_text(self, a: str, b: str, metric: str = "mse") -> str:
         """The verdict line `verdict` prints; without numbers wherever a verdict is given."""
+        a, b = self.resolve(a), self.resolve(b)
         result, why = self._judge(a, b, metric)
         label = self.label(metric)
         if self._against_baseline(a, b):
             rule, apart = "every seed and the paired test", "by its seeds and the paired test"
+        elif not self[a].trained:                                   # two baselines: no seeds at all
+            rule = "the paired test; no seed spread, both are deterministic"
+            apart = "by the paired test (no seed spread: both are deterministic)"
         else:
             rule = "beyond the seed spread and the paired test"
             apart = "by the seed spread and the paired test"
@@ -363,7 +377,8 @@ class Comparison:
             return f"not settled at this budget; {numbers}"
         if not paired.excludes_zero:
             return f"not separated; {numbers}"
-        why = "seeds on both sides" if self._against_baseline(name, reference) else "within the seed spread"
+        why = ("seeds on both sides" if self._against_baseline(name, reference) else
+               "within the seed spread" if self[name].trained else "by the paired test")
         return f"not separated: {why}; {numbers}"
 
     def beats(self, a: str, b: str, metric: str = "mse") -> bool:
@@ -380,7 +395,7 @@ class Comparison:
         """`verdict` of every trained model against each baseline in ``against``."""
         return {(name, base): self.verdict(name, base, metric)
                 for name, entry in self.entries.items() if entry.trained
-                for base in against if base in self.entries}
+                for base in against if self.resolve(base) in self.entries}
 
     def rows(self, metric: str = "mse", reference: str | None = None) -> list:
         """The table as dicts (one per model), for a notebook that lays it out itself."""

@@ -114,6 +114,13 @@ def load_ett(name: str, root, download: bool = True, *, context: int = 0,
         verify_sha256(path, expected, remedy=f"delete it to download it again, or fetch {url} by hand")
     series = load_csv(path, time_column="date", name=name, sha256=expected)   # a verified file is whole
     need, step = borders[2][1], np.timedelta64(15 if name.startswith("ETTm") else 60, "m")
+    first = np.diff(series.timestamps[:100])
+    found = first[0] if len(first) else step
+    if found != step and (first == found).all():    # an hourly file read as ETTm, or the other way
+        other = "ETTh1 or ETTh2" if name.startswith("ETTm") else "ETTm1 or ETTm2"
+        raise ValueError(f"{path.name} has a row every {found.astype('timedelta64[m]')}, but {name} has "
+                         f"one every {step}: it looks like {other}; pass that name "
+                         f"(load_ett('{other[:5]}', ...))")
     if len(series) < need:
         raise ValueError(f"{path.name} has {len(series)} rows; the standard split needs {need} "
                          "(20 months of 30 days): the file is truncated")

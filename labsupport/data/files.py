@@ -77,7 +77,8 @@ def load_csv(path, *, time_column: str = "time", columns=None, sha256: str | Non
     except pd.errors.ParserError as err:                     # pandas names the line
         raise ValueError(f"{path.name}: {str(err).strip()}") from None
     header = lines[0].tolist() if len(lines) else []
-    wanted = _header_columns(header, time_column, columns, path.name)
+    wanted = _header_columns(header, time_column, columns, path.name,
+                             lines[1].tolist() if len(lines) > 1 else None)
     rows = lines[1:]
     if not len(rows):
         raise ValueError(f"{path.name}: no data rows after the header")
@@ -138,10 +139,22 @@ def _decode_error(path: Path) -> UnicodeDecodeError:
     raise AssertionError(f"{path} decodes as UTF-8")
 
 
-def _header_columns(header, time_column: str, columns, name: str) -> list[str]:
+def _header_columns(header, time_column: str, columns, name: str, first_row=None) -> list[str]:
     """The value columns to read, after checking the header has them, each once."""
+    if isinstance(columns, str):
+        raise TypeError(f"columns must be a list of column names, e.g. columns=[{columns!r}], got the str "
+                        f"{columns!r} (a str would be read letter by letter)")
+    if len(header) == 1 and any(sep in header[0] for sep in ";\t|"):
+        sep = next(sep for sep in ";\t|" if sep in header[0])
+        raise ValueError(f"{name} line 1: the header {header[0]!r} is one field: the file is separated by "
+                         f"{sep!r}, not commas; save it as comma-separated (in pandas: "
+                         f"pd.read_csv(path, sep={sep!r}).to_csv(path2, index=False)) or read it with "
+                         "pandas and pass the frame to Series.from_frame")
     if not header or time_column not in header:
-        raise ValueError(f"{name} line 1: header {header} has no time column {time_column!r}")
+        guess = [c for i, c in enumerate(header) if first_row is not None and _reads_as_time(first_row[i])]
+        hint = (f": pass time_column={guess[0]!r}, the column whose values read as times" if guess else
+                ": pass time_column='<the name of the column of time stamps>'")
+        raise ValueError(f"{name} line 1: header {header} has no time column {time_column!r}{hint}")
     wanted = [c for c in header if c != time_column] if columns is None else list(columns)
     if not wanted:
         raise ValueError(f"columns={list(columns)} selects no channel; pass the names to read, e.g. "
@@ -159,6 +172,14 @@ def _header_columns(header, time_column: str, columns, name: str) -> list[str]:
     if len(set(wanted)) != len(wanted):
         raise ValueError(f"columns must be distinct names, got {wanted}")
     return wanted
+
+
+def _reads_as_time(text) -> bool:
+    """Whether one field reads as an ISO 8601 time (a date, optionally with a time)."""
+    try:
+        return bool(text) and not pd.isna(pd.to_datetime(str(text), format="ISO8601"))
+    except (ValueError, TypeError, OverflowError):
+        return False
 
 
 def _ends_with_line_break(path: Path) -> bool:

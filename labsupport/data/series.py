@@ -81,6 +81,9 @@ class Series:
             _frame_columns(frame, [time], "time")
             times, label = frame[time], f"column {time!r}"
         stamps = _frame_times(times, label)
+        if isinstance(columns, str):
+            raise TypeError(f"columns must be a list of column names, e.g. columns=[{columns!r}], got the "
+                            f"str {columns!r} (a str would be read letter by letter)")
         names = [c for c in frame.columns if c != time] if columns is None else list(columns)
         _frame_columns(frame, names, "columns")
         values = frame[names].to_numpy(dtype=np.float64, na_value=np.nan)       # (T, C)

@@ -48,8 +48,19 @@ class Forecaster(nn.Module):
         """Raise unless ``x`` is a floating-point window (B, lookback or ``length``, channels)."""
         check_window(x, self.lookback if length is None else length, self.channels, name)
 
+    def check_dtype(self, x, name: str = "x") -> None:
+        """Raise unless ``x`` has the dtype of the model's weights (torch's own message, from
+        deep inside a layer, names neither)."""
+        weight = next((p for p in self.parameters() if p.is_floating_point()), None)
+        if weight is not None and x.dtype != weight.dtype:
+            kind = str(weight.dtype).removeprefix("torch.")
+            raise TypeError(f"{name} is {str(x.dtype).removeprefix('torch.')} but the model's weights are "
+                            f"{kind}: pass {name}.to(torch.{kind}) (data read with NumPy are often float64), "
+                            f"or convert the model with .to(torch.{str(x.dtype).removeprefix('torch.')})")
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.check_window(x)
+        self.check_dtype(x)
         return self._with_revin(x, self._forecast)
 
     def _forecast(self, x: torch.Tensor) -> torch.Tensor:
