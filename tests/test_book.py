@@ -74,7 +74,7 @@ def _outside_code(html: str) -> str:
 
 
 def test_markdown_outputs_are_rendered_as_myst(book_html):
-    """say() and report.table() write Markdown outputs with tables and $math$; the book
+    """say() and display.table() write Markdown outputs with tables and $math$; the book
     renders them (nb_render_markdown_format: myst in _config.yml), so no pipe table or
     dollar sign of theirs is left as raw text on a page."""
     import nbformat

@@ -2,7 +2,7 @@
 
 Students read the notebooks in JupyterLab, VS Code and Colab, not only in the HTML book:
 markdown cells hold only CommonMark, LaTeX and plain HTML, run-dependent sentences are
-Markdown outputs of code cells (`labsupport.report.say`), and solutions are folded by cell
+Markdown outputs of code cells (`labsupport.display.say`), and solutions are folded by cell
 metadata. Two checks:
 
 - every chapter notebook, and every student version (`make student`), converted to HTML

@@ -3,7 +3,7 @@
 The book is rebuilt from whichever execution produced it (a laptop, the GPU runner,
 Colab), so a sentence that copies a number from one run can contradict the table
 beside it. A run-dependent statement comes from the notebook's own values: a code
-cell's Markdown output (``labsupport.report.say``) or print. This test reads every piece of
+cell's Markdown output (``labsupport.display.say``) or print. This test reads every piece of
 text a reader sees that an author typed (markdown cells, and the captions and alt
 text in code cells' ``mystnb`` metadata) and flags two things:
 

@@ -66,12 +66,12 @@ def borrowed_dependencies(folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
-    """The wheel, built from a copy of what the package needs (pyproject.toml, README.md,
+    """The wheel, built from a copy of what the package needs (pyproject.toml, README.md, the licences,
     labsupport/), the way `pip install .` or `pip install git+<repository>` builds it."""
     tmp = tmp_path_factory.mktemp("wheel")
     source = tmp / "source"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE", "LICENSE-CONTENT"):
         shutil.copy(ROOT / name, source / name)
     shutil.copytree(ROOT / "labsupport", source / "labsupport",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
