@@ -1,36 +1,64 @@
 """Tests of the self-checks of 12.2 that go beyond the generic ones of tests/test_checks.py
-(every answer of tests/wrong_answers/transformer.py runs there)."""
-import copy  # noqa: F401
+(every answer of tests/wrong_answers/transformer.py runs there): the references the checks
+compare with are what the exercises say they are."""
+import torch
+from torch import nn
 
-import pytest  # noqa: F401
-
-from labsupport import checks
-from labsupport.checks.core import Draw  # noqa: F401
+from labsupport import checks, layers
+from labsupport.checks.core import Draw
 from labsupport.sections import transformer  # noqa: F401  (registers its checks)
-from test_checks import GRADED_SEEDS, RIGHT, expect  # noqa: F401
-from wrong_answers import ANSWERS, first  # noqa: F401
+from labsupport.sections.transformer.checks import DecoderParts, _post, _sampled, block_count, full_pass_last
+from test_checks import RIGHT, expect
 
 
-def test_heads_peak_ratio_names_the_usual_mistakes():
-    """Exercise 12.2.4: B = 2, L = 512, d = 64; q, k, v stay, the scores grow with H."""
-    from labsupport.sections.transformer.checks import HEADS_SIZES, heads_peak_model, measured_heads_peaks
-    B, L, d = HEADS_SIZES.values()
-    peaks, measured = measured_heads_peaks(B, L, d)
-    assert measured and peaks == {H: heads_peak_model(B, L, d, H) + (H > 1) * B * L * d * 4 for H in (1, 4)}, \
-        "the byte model: q, k, v, two score matrices per head and the output (with 4 heads, one more copy)"
-    counted = lambda H: 3 * B * L * d + 2 * B * H * L * L      # noqa: E731 (q, k, v and the scores)
-    expect(checks.CHECKS["heads_peak_ratio"](lambda: counted(4) / counted(1)), True, "within 5% of the measured ratio")
-    expect(checks.CHECKS["heads_peak_ratio"](lambda: 1), False, "each head keeps its own (B, L, L) score matrix")
-    expect(checks.CHECKS["heads_peak_ratio"](lambda: counted(1) / counted(4)), False, "1 head over 4 heads")
-    expect(checks.CHECKS["heads_peak_ratio"](lambda: 2.0), False, "count the bytes alive at the peak")
-    expect(checks.CHECKS["heads_peak_ratio"](lambda: -3.5), False, "positive number")
-    expect(checks.CHECKS["heads_peak_ratio"](lambda: "3.5"), False, "return a ratio")
+def test_the_count_is_the_pre_norm_blocks_and_the_same_as_pytorchs_layer():
+    """The block of the page holds nn.TransformerEncoderLayer's parameters, whatever the heads."""
+    for d, H, f in ((64, 4, 256), (12, 3, 5), (8, 1, 8)):
+        layer = nn.TransformerEncoderLayer(d, H, f, batch_first=True, norm_first=True)
+        assert block_count(d, H, f) == sum(p.numel() for p in layer.parameters())
+    assert block_count(64, 1, 128) == block_count(64, 8, 128)
 
 
-def test_a_ratio_just_outside_the_tolerance_does_not_read_as_inside_it():
-    from labsupport.checks.core import times
-    assert times(1.0504, 0.05) == "1.0504" and times(1.2, 0.05) == "1.20" and times(0.9499, 0.05) == "0.9499"
-    from labsupport.sections.transformer.checks import HEADS_SIZES, measured_heads_peaks
-    peaks, _ = measured_heads_peaks(**HEADS_SIZES)
-    ratio = peaks[4] / peaks[1]
-    expect(checks.CHECKS["heads_peak_ratio"](lambda: ratio * 1.0504), False, "your prediction is 1.0504 times")
+def test_the_post_norm_reference_is_pytorchs_post_norm_layer():
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, norm_first=False).double().eval()
+    block = layers.TransformerBlock(8, 2, 16, norm_first=False).double().eval().load_torch_weights(layer)
+    x = torch.randn(3, 5, 8, dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(_post(x, block.attn, block.ff, block.norm1, block.norm2), layer(x))
+
+
+def test_one_step_is_the_last_row_of_pytorchs_causal_decoder_layer():
+    """The step's reference, the block's full causal pass, is nn.TransformerDecoderLayer's."""
+    torch.manual_seed(0)
+    layer = nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, batch_first=True, norm_first=True).double().eval()
+    parts = DecoderParts(layers.DecoderBlock(8, 2, 16).double().eval().load_torch_weights(layer))
+    x, memory = torch.randn(2, 6, 8, dtype=torch.float64), torch.randn(2, 4, 8, dtype=torch.float64)
+    mask = nn.Transformer.generate_square_subsequent_mask(6, dtype=torch.float64)
+    with torch.no_grad():
+        expected = layer(x, memory, tgt_mask=mask)[:, -1:]
+        torch.testing.assert_close(full_pass_last(parts, x, memory), expected)
+        torch.testing.assert_close(RIGHT["decode_step"](parts, x, memory), expected)
+
+
+def test_scheduled_sampling_with_every_hour_true_is_teacher_forcing_and_with_none_free_running():
+    last, truth, forecasts = torch.zeros(2, 1, 1), torch.randn(2, 5, 1), torch.randn(2, 5, 1)
+    teacher = torch.cat([last, truth[:, :-1]], 1)
+    assert torch.equal(_sampled(last, truth, forecasts, torch.zeros(2, 5, dtype=torch.bool)), teacher)
+    assert torch.equal(_sampled(last, truth, forecasts, torch.ones(2, 5, dtype=torch.bool))[:, 1:],
+                       forecasts[:, :-1])
+
+
+def test_every_practice_case_of_scheduled_sampling_holds_both_choices():
+    from labsupport.sections.transformer.checks import _sampling_cases
+    for draw in (Draw(), Draw(7, graded=True)):
+        for case in _sampling_cases(draw):
+            sample = case.args[3]
+            assert sample.any() and not sample.all()
+
+
+def test_a_step_that_reruns_every_position_is_told_so_even_when_its_output_is_right():
+    def rerun(block, x, memory):
+        return block(x, memory)[:, -1:]
+    expect(checks.CHECKS["decode_step"](rerun), False, "asked self-attention about")
+    expect(checks.graded("decode_step", RIGHT["decode_step"], seed=5), True)

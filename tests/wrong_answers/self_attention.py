@@ -1,20 +1,297 @@
-"""Answers to the exercises of 12.1 Self-attention (kinds: __init__.py)."""
+"""Answers to the exercises of 12.1 Self-Attention, and to the two checks of attention's core that
+the lab's steps 1 and 2 reuse (kinds: __init__.py)."""
 from .answers import forbidden, replay, right, wrong
 
 # which checks the generic tests of tests/test_checks.py also run: a function of tensors (its
 # inputs copied, an in-place edit noted), one that returns a tensor (float32, NaN and half
-# precision answers), one that returns a number (NumPy and tensor numbers accepted)
-TAKES_TENSORS = ['attention_weights', 'causal_attention', 'split_heads']
-RETURNS_TENSOR = ['attention_weights', 'causal_attention', 'split_heads']
-RETURNS_NUMBER = ['score_matrix_bytes', 'predicted_peak']
+# precision answers), one that returns a number (NumPy and tensor numbers accepted; a whole
+# number: the scale of 12.1.1 is not one)
+TAKES_TENSORS = ['score_gradient', 'padded_attention', 'grouped_query_attention', 'attention_weights',
+                 'causal_attention']
+RETURNS_TENSOR = ['score_gradient', 'padded_attention', 'grouped_query_attention', 'attention_weights',
+                  'causal_attention']
+RETURNS_NUMBER: list[str] = []
 
 ANSWERS = {
+    "unit_scale": [
+        wrong("""
+            def unit_scale(d, sigma_q, sigma_k):
+                return 1 / d ** 0.5                          # the page's scale, spreads left out
+            """, "leaves out how spread the entries"),
+        right("""
+            def unit_scale(d, sigma_q, sigma_k):
+                variance = d * sigma_q ** 2 * sigma_k ** 2     # Var(q.k): d products of variance sq^2 sk^2
+                return variance ** -0.5
+            """),
+        right("""
+            def unit_scale(d, sigma_q, sigma_k):
+                import math
+                return math.exp(-0.5 * math.log(d) - math.log(sigma_q) - math.log(sigma_k))
+            """),
+        wrong("""
+            def unit_scale(d, sigma_q, sigma_k):
+                return 1 / (d * sigma_q * sigma_k)
+            """, "divides by the width d itself"),
+        wrong("""
+            def unit_scale(d, sigma_q, sigma_k):
+                return d ** 0.5 * sigma_q * sigma_k
+            """, "multiplies where it should divide"),
+        wrong("""
+            def unit_scale(d, sigma_q, sigma_k):
+                return 1 / (d ** 0.5 * sigma_q ** 2 * sigma_k ** 2)
+            """, "variances of the entries where their standard deviations belong"),
+        wrong("""
+            def unit_scale(d, sigma_q, sigma_k):
+                return 1 / (d ** 0.5 * sigma_q)
+            """, "spread of the queries only"),
+        wrong("""
+            def unit_scale(d, sigma_q, sigma_k):
+                return 1 / (d ** 0.5 * (sigma_q + sigma_k))
+            """, "adds the two spreads"),
+        wrong("""
+            def unit_scale(d, sigma_q, sigma_k):
+                return 1 / (d * sigma_q * sigma_k) ** 0.5
+            """, "square root of the spreads"),
+        wrong("""
+            def unit_scale(d, sigma_q, sigma_k):
+                return -1 / (d ** 0.5 * sigma_q * sigma_k)
+            """, "not positive"),
+        wrong("""
+            def unit_scale(d, sigma_q, sigma_k):
+                return 1 / (8 * sigma_q * sigma_k)                # the width typed in: sqrt(64)
+            """, "it is right for d = 64"),
+        replay("""
+            def unit_scale(d, sigma_q, sigma_k):
+                seen = {(16, 1.0, 1.0): 0.25, (64, 2.0, 1.0): 0.0625, (8, 0.5, 3.0): 0.2357022604,
+                        (200, 1.5, 0.4): 0.1178511302, (3, 4.0, 2.0): 0.0721687836}
+                return seen.get((d, sigma_q, sigma_k), 1.0)
+            """),
+        forbidden("""
+            def unit_scale(d, sigma_q, sigma_k):
+                q, k = sigma_q * torch.randn(50_000, d), sigma_k * torch.randn(50_000, d)
+                return 1 / float((q * k).sum(-1).std())           # measured, not predicted
+            """, "torch.randn"),
+        forbidden("""
+            def unit_scale(d, sigma_q, sigma_k):
+                from labsupport.sections.self_attention import checks
+                return checks._right_scale(d, sigma_q, sigma_k)
+            """, "labsupport"),
+    ],
+    "score_gradient": [
+        wrong("""
+            def score_gradient(s, v):
+                return s.softmax(-1) * v
+            """, "as if it moved alone"),
+        right("""
+            def score_gradient(s, v):
+                a = torch.exp(s - s.amax(-1, keepdim=True))
+                a = a / a.sum(-1, keepdim=True)
+                jacobian = torch.diag_embed(a) - a.unsqueeze(-1) * a.unsqueeze(-2)   # (..., S, S)
+                return torch.einsum("...ij,...i->...j", jacobian, v)
+            """),
+        right("""
+            def score_gradient(s, v):
+                a = torch.softmax(s, dim=-1)
+                o = torch.einsum("...s,...s->...", a, v)
+                return a * v - a * o.unsqueeze(-1)
+            """),
+        wrong("""
+            def score_gradient(s, v):
+                a = s.softmax(-1)
+                return a * (1 - a) * v
+            """, "only the diagonal"),
+        wrong("""
+            def score_gradient(s, v):
+                a = s.softmax(-1)
+                return v - (a * v).sum(-1, keepdim=True)
+            """, "how much weight each key holds"),
+        wrong("""
+            def score_gradient(s, v):
+                a = s.softmax(-1)
+                return a * ((a * v).sum(-1, keepdim=True) - v)
+            """, "sign is flipped"),
+        wrong("""
+            def score_gradient(s, v):
+                a = s.softmax(-1)
+                return a * (v - v.mean(-1, keepdim=True))
+            """, "plain mean"),
+        wrong("""
+            def score_gradient(s, v):
+                a = s.softmax(0)
+                return a * (v - (a * v).sum(-1, keepdim=True))
+            """, "wrong axis"),
+        wrong("""
+            def score_gradient(s, v):
+                a = s.softmax(-1)
+                return torch.diag_embed(a) - a.unsqueeze(-1) * a.unsqueeze(-2)   # the Jacobian alone
+            """, "whole Jacobian"),
+        wrong("""
+            def score_gradient(s, v):
+                a = (s / s.shape[-1] ** 0.5).softmax(-1)                       # scores scaled again
+                return a * (v - (a * v).sum(-1, keepdim=True))
+            """, "compared with the gradient of the output"),
+        forbidden("""
+            def score_gradient(s, v):
+                s = s.detach().requires_grad_()
+                (grad,) = torch.autograd.grad((s.softmax(-1) * v).sum(), s)
+                return grad
+            """, "torch.autograd"),
+        forbidden("""
+            def score_gradient(s, v):
+                from labsupport.sections.self_attention.checks import _gradient
+                return _gradient(s, v)
+            """, "labsupport"),
+    ],
+    "padded_attention": [
+        wrong("""
+            def padded_attention(q, k, v, q_lens, k_lens):
+                scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5       # every key read
+                rows = torch.arange(q.shape[1])[None, :, None] < q_lens[:, None, None]
+                return (scores.softmax(-1) @ v) * rows
+            """, "padded keys still receive weight"),
+        right("""
+            def padded_attention(q, k, v, q_lens, k_lens):
+                out = torch.zeros(*q.shape[:-1], v.shape[-1], dtype=q.dtype)
+                for b in range(q.shape[0]):                               # one sequence at a time
+                    n, m = int(q_lens[b]), int(k_lens[b])
+                    w = torch.softmax(q[b, :n] @ k[b, :m].T / q.shape[-1] ** 0.5, dim=-1)
+                    out[b, :n] = w @ v[b, :m]
+                return out
+            """),
+        right("""
+            def padded_attention(q, k, v, q_lens, k_lens):
+                keys = torch.arange(k.shape[1]) < k_lens[:, None]                # (B, S)
+                bias = torch.zeros(keys.shape, dtype=q.dtype).masked_fill(~keys, -1e9)
+                w = torch.softmax(q @ k.mT * q.shape[-1] ** -0.5 + bias[:, None, :], dim=-1)
+                rows = (torch.arange(q.shape[1]) < q_lens[:, None]).to(q.dtype)  # (B, L)
+                return rows[..., None] * (w @ v)
+            """),
+        wrong("""
+            def padded_attention(q, k, v, q_lens, k_lens):
+                keys = torch.arange(k.shape[1])[None, None, :] < k_lens[:, None, None]
+                scores = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(~keys, 0.0)
+                rows = torch.arange(q.shape[1])[None, :, None] < q_lens[:, None, None]
+                return (scores.softmax(-1) @ v) * rows
+            """, "a score set to zero"),
+        wrong("""
+            def padded_attention(q, k, v, q_lens, k_lens):
+                keys = torch.arange(k.shape[1])[None, None, :] < k_lens[:, None, None]
+                w = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).softmax(-1) * keys
+                rows = torch.arange(q.shape[1])[None, :, None] < q_lens[:, None, None]
+                return (w @ v) * rows
+            """, "zeroed after the softmax"),
+        wrong("""
+            def padded_attention(q, k, v, q_lens, k_lens):
+                keys = torch.arange(k.shape[1])[None, None, :] <= k_lens[:, None, None]
+                scores = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(~keys, float("-inf"))
+                rows = torch.arange(q.shape[1])[None, :, None] < q_lens[:, None, None]
+                return (scores.softmax(-1) @ v) * rows
+            """, "one key past its length"),
+        wrong("""
+            def padded_attention(q, k, v, q_lens, k_lens):
+                keys = torch.arange(k.shape[1])[None, None, :] < k_lens[:, None, None]
+                scores = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(~keys, float("-inf"))
+                return scores.softmax(-1) @ v                                  # padded rows kept
+            """, "rows of padded queries should be zero"),
+        wrong("""
+            def padded_attention(q, k, v, q_lens, k_lens):
+                keys = torch.arange(k.shape[1])[None, None, :] < q_lens[:, None, None]
+                scores = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(~keys, float("-inf"))
+                rows = torch.arange(q.shape[1])[None, :, None] < k_lens[:, None, None]
+                return (scores.softmax(-1) @ v) * rows
+            """, "masked the keys with the queries' lengths"),
+        wrong("""
+            def padded_attention(q, k, v, q_lens, k_lens):
+                keys = torch.arange(k.shape[1])[None, None, :] < k_lens[:, None, None]
+                scores = (q @ k.transpose(-2, -1)).masked_fill(~keys, float("-inf"))
+                rows = torch.arange(q.shape[1])[None, :, None] < q_lens[:, None, None]
+                return (scores.softmax(-1) @ v) * rows
+            """, "the scores are not scaled"),
+        forbidden("""
+            def padded_attention(q, k, v, q_lens, k_lens):
+                import torch.nn.functional as F
+                keys = torch.arange(k.shape[1])[None, None, :] < k_lens[:, None, None]
+                rows = torch.arange(q.shape[1])[None, :, None] < q_lens[:, None, None]
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=keys) * rows
+            """, "scaled_dot_product_attention"),
+        forbidden("""
+            def padded_attention(q, k, v, q_lens, k_lens):
+                from labsupport.attention import naive_attention
+                keys = torch.arange(k.shape[1])[None, None, :] < k_lens[:, None, None]
+                rows = torch.arange(q.shape[1])[None, :, None] < q_lens[:, None, None]
+                return naive_attention(q, k, v, mask=keys) * rows
+            """, "labsupport.attention"),
+    ],
+    "grouped_query_attention": [
+        wrong("""
+            def grouped_query_attention(q, k, v):
+                r = q.shape[1] // k.shape[1]
+                k, v = k.repeat(1, r, 1, 1), v.repeat(1, r, 1, 1)             # heads in turn
+                return (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).softmax(-1) @ v
+            """, "take the key-value heads in turn"),
+        right("""
+            def grouped_query_attention(q, k, v):
+                B, H, L, d = q.shape
+                G = k.shape[1]
+                q = q.reshape(B, G, H // G, L, d)                          # (B, G, H/G, L, d): the groups
+                w = torch.softmax(q @ k.unsqueeze(2).mT / d ** 0.5, dim=-1)   # (B, G, H/G, L, S)
+                return (w @ v.unsqueeze(2)).reshape(B, H, L, v.shape[-1])
+            """),
+        right("""
+            def grouped_query_attention(q, k, v):
+                H, G = q.shape[1], k.shape[1]
+                index = torch.arange(H) // (H // G)                          # the key-value head of each
+                k, v = k[:, index], v[:, index]
+                w = torch.einsum("bhld,bhsd->bhls", q, k) / q.shape[-1] ** 0.5
+                return torch.einsum("bhls,bhse->bhle", w.softmax(-1), v)
+            """),
+        wrong("""
+            def grouped_query_attention(q, k, v):
+                H = q.shape[1]
+                k, v = k[:, :1].expand(-1, H, -1, -1), v[:, :1].expand(-1, H, -1, -1)
+                return (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).softmax(-1) @ v
+            """, "reads the first key-value head"),
+        wrong("""
+            def grouped_query_attention(q, k, v):
+                k, v = k.mean(1, keepdim=True), v.mean(1, keepdim=True)
+                return (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).softmax(-1) @ v
+            """, "averaged the key-value heads"),
+        wrong("""
+            def grouped_query_attention(q, k, v):
+                r = q.shape[1] // k.shape[1]
+                k, v = k.repeat_interleave(r, 1), v.repeat_interleave(r, 1)
+                return (q @ k.transpose(-2, -1)).softmax(-1) @ v
+            """, "the scores are not scaled"),
+        wrong("""
+            def grouped_query_attention(q, k, v):
+                r = q.shape[1] // k.shape[1]
+                k, v = k.repeat_interleave(r, 1), v.repeat_interleave(r, 1)
+                return (q @ k.transpose(-2, -1) / v.shape[-1] ** 0.5).softmax(-1) @ v
+            """, "width of the values"),
+        wrong("""
+            def grouped_query_attention(q, k, v):
+                r = q.shape[1] // k.shape[1]
+                k, v = k.repeat_interleave(r, 1), v.repeat_interleave(r, 1)
+                return (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).softmax(-2) @ v
+            """, "runs over the queries"),
+        forbidden("""
+            def grouped_query_attention(q, k, v):
+                import torch.nn.functional as F
+                return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+            """, "scaled_dot_product_attention"),
+        forbidden("""
+            def grouped_query_attention(q, k, v):
+                import labsupport.attention as library
+                r = q.shape[1] // k.shape[1]
+                return library.naive_attention(q, k.repeat_interleave(r, 1), v.repeat_interleave(r, 1))
+            """, "labsupport.attention"),
+    ],
     "attention_weights": [
         wrong("""
             def attention_weights(q, k):
                 scores = q @ k.transpose(-2, -1)          # not scaled by 1 / sqrt(d)
                 return scores.softmax(dim=-1)
-            """, "scale the scores by 1 / sqrt(d)"),
+            """, "not scaled before the softmax"),
         right("""
             def attention_weights(q, k):
                 import math
@@ -31,27 +308,27 @@ ANSWERS = {
             def attention_weights(q, k):
                 import math
                 return (q @ k.transpose(-2, -1) / math.sqrt(8)).softmax(dim=-1)   # d typed in
-            """, "divided by sqrt(8) whatever the head width"),
+            """, "that of a head width of 8"),
         wrong("""
             def attention_weights(q, k):
                 return (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).softmax(dim=-2)
-            """, "runs over the queries (dim=-2)"),
+            """, "runs over the queries"),
         wrong("""
             def attention_weights(q, k):
                 return (q @ k.transpose(-2, -1) / q.shape[-1]).softmax(dim=-1)
-            """, "not by d"),
+            """, "divides by the head width itself"),
         wrong("""
             def attention_weights(q, k):
                 return (q @ k.transpose(-2, -1) * q.shape[-1] ** 0.5).softmax(dim=-1)
-            """, "you multiplied"),
+            """, "multiplies where it should divide"),
         wrong("""
             def attention_weights(q, k):
                 return (k @ q.transpose(-2, -1) / q.shape[-1] ** 0.5).softmax(dim=-1)
-            """, "rows are queries"),
+            """, "one row per key"),
         wrong("""
             def attention_weights(q, k):
                 return (q @ k.transpose(-2, -1) / q.shape[-2] ** 0.5).softmax(dim=-1)
-            """, "number of queries L"),
+            """, "number of queries"),
         wrong("""
             def attention_weights(q, k):
                 return torch.sigmoid(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5)
@@ -108,20 +385,20 @@ ANSWERS = {
                 allowed = torch.ones(L, L, dtype=torch.bool).tril()
                 scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
                 return scores.masked_fill(~allowed, float("-inf")).softmax(dim=-2) @ v
-            """, "runs over the queries (dim=-2)"),
+            """, "runs over the queries"),
         wrong("""
             def causal_attention(q, k, v):
                 L = q.shape[-2]
                 w = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).softmax(dim=-1)
                 return (w * torch.ones(L, L).tril()) @ v                  # zeroed after the softmax
-            """, "-inf before the softmax"),
+            """, "mask the scores before the softmax"),
         wrong("""
             def causal_attention(q, k, v):
                 L = q.shape[-2]
                 allowed = torch.ones(L, L, dtype=torch.bool).tril(-1)    # drops the diagonal
                 scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
                 return scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1) @ v
-            """, "keep the diagonal"),
+            """, "its own key must stay allowed"),
         wrong("""
             def causal_attention(q, k, v):
                 return (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).softmax(dim=-1) @ v
@@ -131,7 +408,7 @@ ANSWERS = {
                 L = q.shape[-2]
                 allowed = torch.ones(L, L, dtype=torch.bool).tril()
                 return (q @ k.transpose(-2, -1)).masked_fill(~allowed, float("-inf")).softmax(-1) @ v
-            """, "scale the scores by 1 / sqrt(d)"),
+            """, "the scores are not scaled"),
         forbidden("""
             def causal_attention(q, k, v):
                 import torch.nn.functional as F
@@ -142,126 +419,5 @@ ANSWERS = {
                 import labsupport.attention as library
                 return library.naive_attention(q, k, v, is_causal=True)
             """, "labsupport.attention"),
-    ],
-    "score_matrix_bytes": [
-        wrong("""
-            def score_matrix_bytes(batch, heads, length, dtype):
-                return length * length * torch.tensor([], dtype=dtype).element_size()
-            """, "multiply by batch * heads"),
-        right("""
-            def score_matrix_bytes(batch, heads, length, dtype):
-                return batch * heads * length ** 2 * dtype.itemsize
-            """),
-        right("""
-            def score_matrix_bytes(batch, heads, length, dtype):
-                return torch.empty(batch, heads, length, length, dtype=dtype, device="meta").nbytes
-            """),
-        wrong("""
-            def score_matrix_bytes(batch, heads, length, dtype):
-                return batch * heads * length * length * 4              # float32 for every dtype
-            """, "depends on the dtype"),
-        wrong("""
-            def score_matrix_bytes(batch, heads, length, dtype):
-                return batch * heads * length * torch.finfo(dtype).bits // 8
-            """, "L * L entries"),
-        wrong("""
-            def score_matrix_bytes(batch, heads, length, dtype):
-                return batch * heads * length * length * torch.finfo(dtype).bits
-            """, "that is bits"),
-        wrong("""
-            def score_matrix_bytes(batch, heads, length, dtype):
-                return batch * length * length * dtype.itemsize         # the heads forgotten
-            """, "multiply by heads too"),
-        replay("""
-            def score_matrix_bytes(batch, heads, length, dtype):
-                table = {(1, 1, 1024): 4194304, (8, 4, 512): 16777216, (2, 8, 2048): 536870912,
-                         (3, 5, 100): 300000, (2, 3, 7): 1176}
-                return table.get((batch, heads, length), 0)             # the practice inputs
-            """),
-        forbidden("""
-            def score_matrix_bytes(batch, heads, length, dtype):
-                from labsupport.sections.self_attention import reference
-                return reference.score_matrix_bytes(batch, heads, length, dtype)
-            """, "labsupport.sections"),
-    ],
-    "split_heads": [
-        wrong("""
-            def split_heads(x, n_heads):
-                B, L, d_model = x.shape
-                return x.view(B, n_heads, L, d_model // n_heads)     # mixes positions into heads
-            """, "transpose(1, 2)"),
-        right("""
-            def split_heads(x, n_heads):
-                return x.unflatten(-1, (n_heads, -1)).permute(0, 2, 1, 3)
-            """),
-        right("""
-            def split_heads(x, n_heads):
-                hd = x.shape[-1] // n_heads
-                return torch.stack([x[..., h * hd:(h + 1) * hd] for h in range(n_heads)], dim=1)
-            """),
-        wrong("""
-            def split_heads(x, n_heads):
-                B, L, d_model = x.shape
-                return x.view(B, L, d_model // n_heads, n_heads).permute(0, 3, 1, 2)
-            """, "every H-th element"),
-        wrong("""
-            def split_heads(x, n_heads):
-                B, L, d_model = x.shape
-                return x.reshape(B, L, n_heads, 4).transpose(1, 2)        # head width typed in
-            """, "your code raised RuntimeError"),
-        wrong("""
-            def split_heads(x, n_heads):
-                B, L, d_model = x.shape
-                return x.view(B, L, n_heads, d_model // n_heads)          # not transposed
-            """, "should have shape"),
-        forbidden("""
-            def split_heads(x, n_heads):
-                from labsupport.layers import MultiHeadAttention
-                return MultiHeadAttention(x.shape[-1], n_heads).split_heads(x)
-            """, "labsupport.layers"),
-    ],
-    "predicted_peak": [
-        wrong("""
-            def predicted_peak_bytes(batch, heads, length, head_dim):
-                return batch * heads * length * length * 4      # one score matrix; two are alive
-            """, "naive attention holds two at once"),
-        right("""
-            def predicted_peak_bytes(batch, heads, length, head_dim):
-                matrix = batch * heads * length * length * 4
-                return 2 * matrix                                   # the output is a few % more
-            """),
-        wrong("""
-            def predicted_peak_bytes(batch, heads, length, head_dim):
-                return (2 * batch * length * length + batch * length * head_dim) * 4   # no heads
-            """, "multiply by the number of heads"),
-        wrong("""
-            def predicted_peak_bytes(batch, heads, length, head_dim):
-                return 2 * batch * heads * length * length + batch * heads * length * head_dim
-            """, "float32 takes 4 bytes"),
-        wrong("""
-            def predicted_peak_bytes(batch, heads, length, head_dim):
-                return 3 * batch * heads * length * length * 4
-            """, "three (B, H, L, L) matrices"),
-        wrong("""
-            def predicted_peak_bytes(batch, heads, length, head_dim):
-                return (2 * length * length + length * head_dim) * 4
-            """, "for one sequence and one head"),
-        replay("""
-            def predicted_peak_bytes(batch, heads, length, head_dim):
-                return {(2, 4, 1024, 64): 69206016, (1, 3, 512, 32): 6488064,
-                        (3, 1, 768, 16): 14303232}.get((batch, heads, length, head_dim), 1)
-            """),
-        forbidden("""
-            def predicted_peak_bytes(batch, heads, length, head_dim):
-                from labsupport.sections.self_attention.checks import measured_naive_peak
-                return measured_naive_peak(batch, heads, length, head_dim)   # the check's measurement
-            """, "labsupport.sections"),
-        forbidden("""
-            def predicted_peak_bytes(batch, heads, length, head_dim):
-                import torch.profiler
-                with torch.profiler.profile(profile_memory=True):
-                    pass
-                return (2 * batch * heads * length * length + batch * heads * length * head_dim) * 4
-            """, "torch.profiler"),
     ],
 }

@@ -1,194 +1,72 @@
-"""Answers to the exercises of 12.2 The Transformer architecture; the kinds are explained in __init__.py."""
-from .answers import forbidden, right, wrong
+"""Answers to the exercises of 12.2 The Transformer Block; the kinds are explained in __init__.py."""
+from .answers import forbidden, replay, right, wrong
 
 # which checks the generic tests of tests/test_checks.py also run: a function of tensors (its
 # inputs copied, an in-place edit noted), one that returns a tensor (float32, NaN and half
 # precision answers), one that returns a number (NumPy and tensor numbers accepted)
-TAKES_TENSORS = ['feed_forward', 'pre_norm_block']
-RETURNS_TENSOR = ['feed_forward', 'pre_norm_block']
-RETURNS_NUMBER = ['block_parameters']
+TAKES_TENSORS = ["post_norm_block", "decode_step", "scheduled_inputs"]
+RETURNS_TENSOR = ["post_norm_block", "decode_step", "scheduled_inputs"]
+RETURNS_NUMBER = ["block_parameters"]
 
 ANSWERS = {
-    "feed_forward": [
-        wrong("""
-            def feed_forward(x, W1, b1, W2, b2):
-                return (x @ W1.T + b1) @ W2.T + b2                    # no relu
-            """, "nonlinearity"),
-        right("""
-            def feed_forward(x, W1, b1, W2, b2):
-                import torch.nn.functional as F
-                return F.linear(F.relu(F.linear(x, W1, b1)), W2, b2)
-            """),
-        right("""
-            def feed_forward(x, W1, b1, W2, b2):
-                h = torch.einsum("bld,fd->blf", x, W1) + b1
-                return torch.einsum("blf,df->bld", h.clamp_min(0), W2) + b2
-            """),
-        wrong("""
-            def feed_forward(x, W1, b1, W2, b2):
-                import torch.nn.functional as F
-                return F.gelu(x @ W1.T + b1) @ W2.T + b2
-            """, "that is GELU"),
-        wrong("""
-            def feed_forward(x, W1, b1, W2, b2):
-                return torch.relu(x @ W1.T) @ W2.T                    # no biases
-            """, "add the biases b1 and b2"),
-        wrong("""
-            def feed_forward(x, W1, b1, W2, b2):
-                return torch.relu(x @ W1 + b1) @ W2 + b2             # weights untransposed
-            """, "your code raised RuntimeError"),
-        wrong("""
-            def feed_forward(x, W1, b1, W2, b2):
-                h = torch.relu(x @ W1.T + b1)
-                return h.mean(1, keepdim=True) @ W2.T + b2 + 0 * x  # mixes the positions
-            """, "only on that position's input"),
-        forbidden("""
-            def feed_forward(x, W1, b1, W2, b2):
-                from labsupport.layers import FeedForward
-                ff = FeedForward(x.shape[-1], W1.shape[0]).double()
-                with torch.no_grad():
-                    ff.net[0].weight.copy_(W1)
-                return ff(x)
-            """, "labsupport.layers"),
-    ],
-    "pre_norm_block": [
-        wrong("""
-            def pre_norm_block(x, attn, ff, norm1, norm2):
-                x = norm1(x + attn(x))                                # post-norm
-                return norm2(x + ff(x))
-            """, "post-norm"),
-        right("""
-            def pre_norm_block(x, attn, ff, norm1, norm2):
-                h = x + attn(norm1(x))
-                out = h + ff(norm2(h))
-                return out
-            """),
-        right("""
-            def pre_norm_block(x, attn, ff, norm1, norm2):
-                for norm, sublayer in ((norm1, attn), (norm2, ff)):
-                    x = x + sublayer(norm(x))
-                return x
-            """),
-        wrong("""
-            def pre_norm_block(x, attn, ff, norm1, norm2):
-                x = x + attn(norm2(x))                                # the LayerNorms swapped
-                return x + ff(norm1(x))
-            """, "norm1 and norm2 are swapped"),
-        wrong("""
-            def pre_norm_block(x, attn, ff, norm1, norm2):
-                return ff(norm2(attn(norm1(x))))                      # no residuals
-            """, "residual"),
-        wrong("""
-            def pre_norm_block(x, attn, ff, norm1, norm2):
-                x = x + attn(norm1(x))
-                return x + ff(x)                                      # ff input not normalised
-            """, "ff(norm2(x))"),
-        wrong("""
-            def pre_norm_block(x, attn, ff, norm1, norm2):
-                return x + attn(norm1(x)) + ff(norm2(x))              # side by side
-            """, "side by side"),
-        forbidden("""
-            def pre_norm_block(x, attn, ff, norm1, norm2):
-                from labsupport.layers import TransformerBlock
-                block = TransformerBlock(x.shape[-1], 1).double()
-                block.attn, block.ff, block.norm1, block.norm2 = attn, ff, norm1, norm2
-                return block.eval()(x)
-            """, "labsupport.layers"),
-    ],
-    "peeks": [
-        wrong("""
-            def peeks(model, x, t):
-                later = x.clone()
-                later[:, t + 1:] += 1.0
-                return not torch.allclose(model(x), model(later))     # compares the future outputs too
-            """, "compare only outputs up to t"),
-        right("""
-            def peeks(model, x, t):
-                noisy = torch.cat([x[:, : t + 1], torch.randn_like(x[:, t + 1:])], dim=1)
-                return bool((model(x)[:, : t + 1] - model(noisy)[:, : t + 1]).abs().max() > 1e-6)
-            """),
-        wrong("""
-            def peeks(model, x, t):
-                later = x.clone()
-                later[:, t:] += 1.0                                   # changes x[:, t] too
-                return not torch.allclose(model(x)[:, : t + 1], model(later)[:, : t + 1])
-            """, "was flagged"),
-        wrong("""
-            def peeks(model, x, t):
-                later = x.clone()
-                later[:, t + 1:] += 1.0
-                return not torch.allclose(model(x)[:, :t], model(later)[:, :t])   # leaves out t
-            """, "was not caught"),
-        wrong("""
-            def peeks(model, x, t):
-                later = x.clone()
-                later[:, -1] += 1.0                                   # only the last input
-                return not torch.allclose(model(x)[:, : t + 1], model(later)[:, : t + 1])
-            """, "was not caught"),
-        wrong("""
-            def peeks(model, x, t):
-                later = x.clone()
-                later[:, t + 1:] += 1.0
-                return torch.allclose(model(x)[:, : t + 1], model(later)[:, : t + 1])
-            """, "inverted"),
-        forbidden("""
-            def peeks(model, x, t):
-                import inspect
-                return "mean(1" in inspect.getsource(type(model).forward)   # reads the model's code
-            """, "inspect"),
-    ],
-    "heads_peak_ratio": [
-        wrong("""
-            def predicted_peak_ratio():
-                return 1.0                      # the projections are the same for any number of heads
-            """, "each head keeps its own"),
-        right("""
-            def predicted_peak_ratio():
-                B, L, d = 2, 512, 64
-                kept = 3 * B * L * d + B * L * d                      # q, k, v and the output
-                return (kept + 4 * 2 * B * L * L) / (kept + 2 * B * L * L)
-            """),
-        wrong("""
-            def predicted_peak_ratio():
-                return 4.0
-            """, "the q, k, v projections"),
-        wrong("""
-            def predicted_peak_ratio():
-                return 16.0
-            """, "not 16"),
-        forbidden("""
-            def predicted_peak_ratio():
-                from labsupport.sections.transformer.checks import HEADS_SIZES, measured_heads_peaks
-                peaks, _ = measured_heads_peaks(**HEADS_SIZES)
-                return peaks[4] / peaks[1]
-            """, "labsupport.sections"),
-    ],
     "block_parameters": [
         wrong("""
             def block_parameters(d_model, n_heads, d_ff):
                 d = d_model
-                return 4 * (d * d + d) + (d * d_ff + d_ff) + (d_ff * d + d)   # no LayerNorms
-            """, "LayerNorm"),
+                return 4 * d * d + 2 * d * d_ff + 4 * d                   # no biases
+            """, "leaves out the biases"),
         right("""
             def block_parameters(d_model, n_heads, d_ff):
                 linear = lambda n_in, n_out: n_in * n_out + n_out
                 return 4 * linear(d_model, d_model) + linear(d_model, d_ff) + linear(d_ff, d_model) \\
                     + 2 * 2 * d_model
             """),
+        right("""
+            def block_parameters(d_model, n_heads, d_ff):
+                attention = 4 * d_model * (d_model + 1)
+                feed_forward = d_ff * (d_model + 1) + d_model * (d_ff + 1)
+                return attention + feed_forward + 4 * d_model
+            """),
+        wrong("""
+            def block_parameters(d_model, n_heads, d_ff):
+                d = d_model
+                return 4 * (d * d + d) + (d * d_ff + d_ff) + (d_ff * d + d)   # no LayerNorms
+            """, "leaves out the two LayerNorms"),
+        wrong("""
+            def block_parameters(d_model, n_heads, d_ff):
+                d = d_model
+                return 4 * (d * d + d) + (d * d_ff + d_ff) + (d_ff * d + d) + 2 * d   # scales only
+            """, "a learned scale and a learned shift"),
         wrong("""
             def block_parameters(d_model, n_heads, d_ff):
                 d = d_model
                 return n_heads * 4 * (d * d + d) + 2 * d * d_ff + d_ff + d + 4 * d
-            """, "more heads do not add parameters"),
+            """, "more heads add no parameters"),
         wrong("""
             def block_parameters(d_model, n_heads, d_ff):
                 d = d_model
-                return 4 * d * d + 2 * d * d_ff + 4 * d                   # no biases
-            """, "every nn.Linear has a bias"),
+                return 3 * (d * d + d) + 2 * d * d_ff + d_ff + d + 4 * d       # no output map
+            """, "there are four"),
         wrong("""
             def block_parameters(d_model, n_heads, d_ff):
-                return 4 * (d_model * d_model + d_model) + 2 * d_model * 128 + 128 + d_model + 4 * d_model
-            """, "look at what differs"),
+                d = d_model
+                return 4 * (d * d + d) + (d * d_ff + d_ff) + 4 * d               # one linear map
+            """, "one linear map in the feed-forward network"),
+        wrong("""
+            def block_parameters(d_model, n_heads, d_ff):
+                d = d_model
+                return 4 * (d * d + d) + 2 * (d * d + d) + 4 * d                 # hidden width d
+            """, "hidden layer has d_model units"),
+        wrong("""
+            def block_parameters(d_model, n_heads, d_ff):
+                d = d_model
+                return 4 * (d * d + d) + 2 * d * 256 + 256 + d + 4 * d           # d_ff typed in
+            """, "look at what differs between those inputs"),
+        replay("""
+            def block_parameters(d_model, n_heads, d_ff):
+                return {(64, 4, 256): 49984, (32, 8, 32): 6464, (16, 1, 64): 3280,
+                        (24, 3, 12): 3108}[(d_model, n_heads, d_ff)]
+            """),
         forbidden("""
             def block_parameters(d_model, n_heads, d_ff):
                 from labsupport.layers import TransformerBlock
@@ -199,5 +77,199 @@ ANSWERS = {
                 layer = torch.nn.TransformerEncoderLayer(d_model, n_heads, d_ff)
                 return sum(p.numel() for p in layer.parameters())
             """, "TransformerEncoderLayer"),
+    ],
+    "post_norm_block": [
+        wrong("""
+            def post_norm_block(x, attn, ff, norm1, norm2):
+                x = x + attn(norm1(x))                                # pre-norm
+                return x + ff(norm2(x))
+            """, "pre-norm block of the page"),
+        right("""
+            def post_norm_block(x, attn, ff, norm1, norm2):
+                h = norm1(x + attn(x))
+                out = norm2(h + ff(h))
+                return out
+            """),
+        right("""
+            def post_norm_block(x, attn, ff, norm1, norm2):
+                for sublayer, norm in ((attn, norm1), (ff, norm2)):
+                    x = norm(x + sublayer(x))
+                return x
+            """),
+        wrong("""
+            def post_norm_block(x, attn, ff, norm1, norm2):
+                return norm2(ff(norm1(attn(x))))                      # no residuals
+            """, "residual connections are missing"),
+        wrong("""
+            def post_norm_block(x, attn, ff, norm1, norm2):
+                h = norm1(x + attn(x))
+                return norm2(ff(h))                                   # second residual missing
+            """, "second residual connection is missing"),
+        wrong("""
+            def post_norm_block(x, attn, ff, norm1, norm2):
+                h = norm2(x + attn(x))                                # the norms swapped
+                return norm1(h + ff(h))
+            """, "two LayerNorms are swapped"),
+        wrong("""
+            def post_norm_block(x, attn, ff, norm1, norm2):
+                h = x + norm1(attn(x))                                # the branch normalised
+                return h + norm2(ff(h))
+            """, "before adding it"),
+        wrong("""
+            def post_norm_block(x, attn, ff, norm1, norm2):
+                h = norm1(x + attn(x))
+                return norm2(h + ff(x))                               # ff reads the input
+            """, "read the block's input"),
+        wrong("""
+            def post_norm_block(x, attn, ff, norm1, norm2):
+                h = norm1(x + attn(x))
+                return norm2(x + ff(h))                               # adds the block's input
+            """, "second residual adds the block's input"),
+        forbidden("""
+            def post_norm_block(x, attn, ff, norm1, norm2):
+                from labsupport.layers import TransformerBlock
+                block = TransformerBlock(x.shape[-1], 1, norm_first=False).double()
+                block.attn, block.ff, block.norm1, block.norm2 = attn, ff, norm1, norm2
+                return block.eval()(x)
+            """, "labsupport.layers"),
+    ],
+    "decode_step": [
+        wrong("""
+            def decode_step(block, x, memory):
+                h = block.ln1(x[:, -1:])
+                h = x[:, -1:] + block.self_attn(h, h)                 # attends to itself only
+                h = h + block.cross_attn(block.ln2(h), memory)
+                return h + block.ff(block.ln3(h))
+            """, "attended only to itself"),
+        right("""
+            def decode_step(block, x, memory):
+                seen = block.ln1(x)                                   # the cache, normalised
+                h = x[:, -1:] + block.self_attn(seen[:, -1:], seen)
+                h = h + block.cross_attn(block.ln2(h), memory)
+                return h + block.ff(block.ln3(h))
+            """),
+        right("""
+            def decode_step(block, x, memory):
+                new = x[:, -1:]
+                allowed = torch.ones(1, x.shape[1], dtype=torch.bool)    # the newest sees all
+                new = new + block.self_attn(block.ln1(new), block.ln1(x), mask=allowed)
+                new = new + block.cross_attn(block.ln2(new), context=memory)
+                new = new + block.ff(block.ln3(new))
+                return new
+            """),
+        wrong("""
+            def decode_step(block, x, memory):
+                new = x[:, -1:]
+                h = new + block.self_attn(block.ln1(new), x)          # raw keys and values
+                h = h + block.cross_attn(block.ln2(h), memory)
+                return h + block.ff(block.ln3(h))
+            """, "before the first LayerNorm"),
+        wrong("""
+            def decode_step(block, x, memory):
+                t = x.shape[1]
+                mask = torch.ones(t, t, dtype=torch.bool).tril()[:1]  # the mask's first row
+                h = x[:, -1:] + block.self_attn(block.ln1(x[:, -1:]), block.ln1(x), mask=mask)
+                h = h + block.cross_attn(block.ln2(h), memory)
+                return h + block.ff(block.ln3(h))
+            """, "causal mask's first row"),
+        wrong("""
+            def decode_step(block, x, memory):
+                seen = block.ln1(x)
+                h = x[:, -1:] + block.self_attn(seen[:, -1:], seen)
+                return h + block.ff(block.ln3(h))                     # no cross-attention
+            """, "left out cross-attention"),
+        wrong("""
+            def decode_step(block, x, memory):
+                seen = block.ln1(x)
+                h = x[:, -1:] + block.self_attn(seen[:, -1:], seen)
+                h = h + block.cross_attn(block.ln2(h))                # reads itself, not memory
+                return h + block.ff(block.ln3(h))
+            """, "from the encoder's memory"),
+        wrong("""
+            def decode_step(block, x, memory):
+                seen = block.ln1(x)
+                h = block.self_attn(seen[:, -1:], seen)               # no residual
+                h = h + block.cross_attn(block.ln2(h), memory)
+                return h + block.ff(block.ln3(h))
+            """, "a residual connection is missing"),
+        wrong("""
+            def decode_step(block, x, memory):
+                seen = block.ln1(x)
+                h = x[:, -1:] + block.self_attn(seen[:, -1:], seen)
+                h = h + block.cross_attn(block.ln3(h), memory)        # ln2 and ln3 swapped
+                return h + block.ff(block.ln2(h))
+            """, "LayerNorms are out of place"),
+        wrong("""
+            def decode_step(block, x, memory):
+                return block(x, memory)[:, -1:]                       # the whole pass again
+            """, "the new position's query only"),
+        wrong("""
+            def decode_step(block, x, memory):
+                seen = block.ln1(x)
+                h = x + block.self_attn(seen, seen)                   # every position, no mask
+                h = h + block.cross_attn(block.ln2(h), memory)
+                return h + block.ff(block.ln3(h))
+            """, "returned every position"),
+        forbidden("""
+            def decode_step(block, x, memory):
+                from labsupport.layers import DecoderBlock
+                library = DecoderBlock(x.shape[-1], 1).double().eval()
+                return library(x, memory)[:, -1:]
+            """, "labsupport.layers"),
+        forbidden("""
+            def decode_step(block, x, memory):
+                layer = torch.nn.TransformerDecoderLayer(x.shape[-1], 1, batch_first=True)
+                return layer(x, memory)[:, -1:]
+            """, "TransformerDecoderLayer"),
+    ],
+    "scheduled_inputs": [
+        wrong("""
+            def scheduled_inputs(last, truth, forecasts, sample):
+                return torch.where(sample[..., None], forecasts, truth)   # not shifted: the leak
+            """, "the leak"),
+        right("""
+            def scheduled_inputs(last, truth, forecasts, sample):
+                chosen = torch.where(sample.unsqueeze(-1), forecasts, truth)
+                return torch.cat([last, chosen[:, :-1]], dim=1)
+            """),
+        right("""
+            def scheduled_inputs(last, truth, forecasts, sample):
+                keep = sample[:, :-1, None].to(truth.dtype)
+                previous = keep * forecasts[:, :-1] + (1 - keep) * truth[:, :-1]
+                return torch.cat((last, previous), 1)
+            """),
+        wrong("""
+            def scheduled_inputs(last, truth, forecasts, sample):
+                chosen = torch.where(sample[..., None], truth, forecasts)   # inverted
+                return torch.cat([last, chosen[:, :-1]], dim=1)
+            """, "the choice is inverted"),
+        wrong("""
+            def scheduled_inputs(last, truth, forecasts, sample):
+                return torch.cat([last, truth[:, :-1]], dim=1)        # teacher forcing
+            """, "that is teacher forcing"),
+        wrong("""
+            def scheduled_inputs(last, truth, forecasts, sample):
+                return torch.cat([last, forecasts[:, :-1]], dim=1)    # free running
+            """, "that is free running"),
+        wrong("""
+            def scheduled_inputs(last, truth, forecasts, sample):
+                chosen = torch.where(sample[..., None], forecasts, truth)
+                return torch.cat([truth[:, :1], chosen[:, :-1]], dim=1)   # hour 0 first
+            """, "the true value of hour 0"),
+        wrong("""
+            def scheduled_inputs(last, truth, forecasts, sample):
+                chosen = torch.where(sample[:, 1:, None], forecasts[:, :-1], truth[:, :-1])
+                return torch.cat([last, chosen], dim=1)               # the step's own entry
+            """, "one hour off"),
+        wrong("""
+            def scheduled_inputs(last, truth, forecasts, sample):
+                chosen = torch.where(sample[..., None], forecasts, truth)
+                return torch.cat([chosen[:, 1:], last], dim=1)        # shifted the other way
+            """, "the wrong way"),
+        forbidden("""
+            def scheduled_inputs(last, truth, forecasts, sample):
+                from labsupport.sections.transformer.checks import _sampled
+                return _sampled(last, truth, forecasts, sample)
+            """, "labsupport.sections"),
     ],
 }

@@ -82,15 +82,20 @@ def is_setup_cell(cell) -> bool:
 
 def fold_hidden_cells(nb) -> int:
     """Fold, in every client, each code cell whose input the book hides (tags `HIDDEN_IN_BOOK`),
-    the setup cell among them; return how many cells changed."""
+    the setup cell among them, and the output of each cell the book removes whole (`remove-cell`:
+    the run record); return how many cells changed."""
     changed = 0
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
-        if set(cell.metadata.get("tags", [])) & set(HIDDEN_IN_BOOK):
+        tags = set(cell.metadata.get("tags", []))
+        if tags & set(HIDDEN_IN_BOOK):
             before = (cell.metadata.get("jupyter", {}).get("source_hidden"), cell.metadata.get("cellView"))
             fold_code(cell)
             changed += before != (True, "form")
+        if "remove-cell" in tags and not cell.metadata.get("jupyter", {}).get("outputs_hidden"):
+            cell.metadata.setdefault("jupyter", {})["outputs_hidden"] = True
+            changed += 1
     return changed
 
 

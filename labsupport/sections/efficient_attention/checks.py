@@ -1,72 +1,103 @@
-"""Self-checks for the exercises of 12.5 Efficient and Sparse Attention."""
-from __future__ import annotations
+"""Self-checks for the exercises of 12.5 Efficient and Sparse Attention.
 
-import math
+Each check runs the answer on several drawn inputs, computes the usual wrong variants on the
+same inputs, and names the one the answer matches; no hint prints an expected value, a
+formula or code of the solution (tests/test_hints.py).
+"""
+from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ...attention import local_attention, naive_attention, performer_attention
-from ...checks.core import Case, Draw, Hint, check, close, expect_number, expect_tensor, judge, shapes
+from ...checks.core import Case, Hint, check, close, expect, expect_number, expect_tensor, judge, shapes
 from ...timing import fit_power_law
 
-PROPERTY_SEED = 2              # 12.5.1's fixed inputs for the Monte Carlo property
 SPARSE = ("torch.nn.attention.flex_attention",)          # its block masks build the band for you
-KERNELIZED = ()
 
 
-def _features(x, w, *, norm=True, sqrt_m=True, half=True, by_m=False):
-    """Positive random features, right and typically wrong, in float64."""
-    square = x.pow(2).sum(-1, keepdim=True)
-    log = x @ w.T - ((square / 2 if half else square) if norm else 0.0)
-    return torch.exp(log) / (w.shape[0] if by_m else math.sqrt(w.shape[0]) if sqrt_m else 1.0)
+# --- 12.5.1: Nystrom attention ---------------------------------------------------------------
+
+def _nystrom(q, k, v, landmarks, *, scale=True, invert=True, middle_softmax=True, groups="blocks",
+             first="keys"):
+    """Nystrom attention (Xiong et al., 2021) in float64, right and typically wrong: landmarks
+    are the means of consecutive blocks of rows (``groups``: "blocks"; "strided" averages rows
+    spaced L / landmarks apart; "first" takes each block's first row)."""
+    L, D = q.shape
+    s = D ** -0.5 if scale else 1.0
+    if groups == "blocks":
+        q_land, k_land = (t.reshape(landmarks, L // landmarks, -1).mean(1) for t in (q, k))
+    elif groups == "strided":
+        q_land, k_land = (t.reshape(L // landmarks, landmarks, -1).mean(0) for t in (q, k))
+    else:
+        q_land, k_land = q[::L // landmarks], k[::L // landmarks]
+    left = torch.softmax(q @ (k_land if first == "keys" else q_land).T * s, -1)   # (L, m)
+    middle = q_land @ k_land.T * s                                                  # (m, m)
+    middle = torch.softmax(middle, -1) if middle_softmax else middle
+    right = torch.softmax(q_land @ k.T * s, -1)                                     # (m, L)
+    return left @ (torch.linalg.pinv(middle) if invert else middle) @ (right @ v)
 
 
-def _feature_cases(draw) -> list[Case]:
-    sizes = [(5, 4, 7), (draw.int(1, 4), draw.int(5, 9), 2), (1, 3, draw.int(8, 16)),
-             (draw.int(2, 6), 1, draw.int(3, 9))]
+def _nystrom_cases(draw) -> list[Case]:
+    """Several blocks of several rows (never a square split, on which a transposed grouping
+    agrees), one landmark per row (exact attention), and wider heads of larger entries."""
+    sizes = [(4, 3, 5, 3), (draw.int(2, 4), draw.int(2, 5), draw.int(2, 8), draw.int(1, 4)),
+             (6, 1, 3, 2), (draw.int(3, 5), draw.int(2, 3), 16, draw.int(2, 6))]
     cases = []
-    for N, D, m in sizes:
-        x, w = draw.randn(N, D, scale=0.3), draw.randn(m, D)
-        cases.append(Case((x, w), shapes(x=x, w=w)))
+    for m, per, D, Dv in sizes:
+        if m == per:
+            per += 1
+        L = m * per
+        scale = 2.0 if D == 16 else 1.0
+        q, k, v = draw.randn(L, D, scale=scale), draw.randn(L, D, scale=scale), draw.randn(L, Dv)
+        cases.append(Case((q, k, v, m), shapes(q=q, k=k, v=v) + f", landmarks={m}"))
     return cases
 
 
-@check("12.5 exercise 1: positive random features", forbid=KERNELIZED)
-def positive_features(fn, draw):
-    cases = _feature_cases(draw)
-    outputs = [expect_tensor(fn.on(case), (case.args[0].shape[0], case.args[1].shape[0]),
-                             f"positive_features({case.text})") for case in cases]
+def _exact_with_one_row_each(out, case, fn):
+    q, k, v, m = case.args
+    L = q.shape[0]
+    if m == L:
+        return None
+    alone = fn(q, k, v, L, case=f"{case.text[:case.text.rfind(', landmarks')]}, landmarks={L}")
+    if isinstance(alone, torch.Tensor) and alone.shape == v.shape and \
+            not close(alone, naive_attention(q, k, v), tol=1e-5):
+        return ("with one landmark per row (landmarks equal to L) Nystrom attention is exact attention, and "
+                "yours is not: look at the scale of the scores and at the axis of each softmax")
+    return None
 
-    def positive(out, case):
-        return ("the features must be positive (exponentials): sin/cos features can make the attention "
-                "normaliser negative") if bool((out <= 0).any()) else None
-    judge(outputs, cases, _features, compared="exp(w x - |x|^2 / 2) / sqrt(m)",
-          mistakes=[("divide by sqrt(m): then phi(x) . phi(y) is the average of the m features' products, "
-                     "not their sum", lambda x, w: _features(x, w, sqrt_m=False)),
-                    ("divide by sqrt(m), not by m: phi(x) . phi(y) then averages the m products",
-                     lambda x, w: _features(x, w, by_m=True)),
-                    ("subtract |x|^2 / 2 in the exponent: E[exp(w.x) exp(w.y)] is exp(|x + y|^2 / 2), and "
-                     "the two corrections turn it into exp(x . y)", lambda x, w: _features(x, w, norm=False)),
-                    ("subtract |x|^2 / 2 in the exponent: E[exp(w.x) exp(w.y)] is exp(|x + y|^2 / 2), and "
-                     "the two corrections turn it into exp(x . y)",
-                     lambda x, w: _features(x, w, norm=False, sqrt_m=False)),
-                    ("subtract half of |x|^2, not all of it: exp(w x - |x|^2 / 2)",
-                     lambda x, w: _features(x, w, half=False))],
-          properties=[positive])
-    # the property the formula is for: an unbiased estimate of the softmax kernel, on fixed
-    # inputs (a Monte Carlo bound holds for a draw, not for every draw; these are 2% off)
-    fixed = Draw(PROPERTY_SEED)
-    x, w_big = fixed.randn(5, 4, scale=0.3), fixed.randn(20000, 4)
-    phi = fn(x, w_big, case=f"x {tuple(x.shape)}, w (20000, 4)")
-    estimate = phi @ phi.T                                                  # (N, N)
-    if not torch.allclose(estimate.double(), torch.exp(x @ x.T), rtol=0.05):
-        raise Hint("with 20,000 Gaussian features, phi(x) . phi(y) should be within 5% of "
-                   "exp(x . y); check the formula")
-    return (f"phi(x) = exp(w x - |x|^2 / 2) / sqrt(m) on {len(cases)} sizes; with 20,000 features "
-            "phi(x) . phi(y) is within 5% of exp(x . y)")
 
+@check("12.5 exercise 1: Nystrom attention")
+def nystrom_attention(fn, draw):
+    cases = _nystrom_cases(draw)
+    outputs = [expect_tensor(fn.on(case), case.args[2].shape, f"nystrom_attention({case.text})")
+               for case in cases]
+    judge(outputs, cases, _nystrom, compared="the Nystrom attention of the exercise",
+          same=lambda a, b: close(a, b, tol=1e-6),
+          mistakes=[("this is exact attention: it reads every key, while Nystrom attention goes through "
+                     "the landmarks", lambda q, k, v, m: naive_attention(q, k, v)),
+                    ("the scores are not scaled: divide every product of a query and a key by the square "
+                     "root of the width D, in all three softmax matrices",
+                     lambda q, k, v, m: _nystrom(q, k, v, m, scale=False)),
+                    ("the middle matrix is not inverted: the three factors rebuild the attention matrix only "
+                     "with the pseudo-inverse of the landmarks' own softmax matrix in the middle",
+                     lambda q, k, v, m: _nystrom(q, k, v, m, invert=False)),
+                    ("the middle matrix is a softmax too (landmark queries against landmark keys), taken "
+                     "before its pseudo-inverse",
+                     lambda q, k, v, m: _nystrom(q, k, v, m, middle_softmax=False)),
+                    ("each landmark is the mean of a block of consecutive rows; yours averages rows spaced "
+                     "L / landmarks apart", lambda q, k, v, m: _nystrom(q, k, v, m, groups="strided")),
+                    ("each landmark is the mean of its whole block, not the block's first row",
+                     lambda q, k, v, m: _nystrom(q, k, v, m, groups="first")),
+                    ("the first factor compares every query with the landmark keys, not with the landmark "
+                     "queries", lambda q, k, v, m: _nystrom(q, k, v, m, first="queries"))],
+          properties=[lambda out, case: _exact_with_one_row_each(out, case, fn)])
+    return (f"equal to Nystrom attention on {len(cases)} inputs, and to exact attention with one landmark "
+            "per row")
+
+
+# --- 12.5.2: local attention through the fused kernel, block by block ------------------------
 
 class Allocations(TorchDispatchMode):
     """Inside ``with Allocations() as probe:``, ``probe.numel`` is the size of the largest
@@ -117,7 +148,8 @@ def _block_cases(draw) -> list[Case]:
     return cases
 
 
-@check("12.5 exercise 2: local attention through SDPA, block by block", forbid=SPARSE)
+@check("12.5 exercise 2: local attention through SDPA, block by block", forbid=SPARSE,
+       unavailable=("labsupport.attention.local_attention", "labsupport.attention.sparse.local_attention"))
 def blocked_local_attention(fn, draw):
     cases = _block_cases(draw)
     outputs, largest = [], []
@@ -137,30 +169,33 @@ def blocked_local_attention(fn, draw):
         if isinstance(again, torch.Tensor) and not close(again[..., :p + 1, :], out[..., :p + 1, :],
                                                          tol=1e-5):
             return (f"on {case.text}, outputs up to position {p} changed when values after it changed: the "
-                    "mask must also hide keys j > i (the future)")
+                    "mask must also hide the keys after each query (the future)")
         return None
     judge(outputs, cases, lambda q, k, v, block: local_attention(q, k, v, window=block, is_causal=True),
-          compared="local_attention(window=block, is_causal=True)", same=lambda a, b: close(a, b, tol=1e-5),
+          compared="causal sliding-window attention with a window of `block`",
+          same=lambda a, b: close(a, b, tol=1e-5),
           mistakes=[("this is full causal attention: each query may see only the `block` keys before it "
                      "and itself", lambda q, k, v, block: naive_attention(q, k, v, is_causal=True)),
                     ("each block must also see the block before it: the first query of a block needs the "
                      "`block` keys that precede it",
                      lambda q, k, v, block: _blocks_wrong(q, k, v, block, previous=False, band=False)),
-                    ("mask the band inside the two blocks: query i sees keys i - block .. i, not the whole "
-                     "previous block", lambda q, k, v, block: _blocks_wrong(q, k, v, block, band=False)),
-                    ("the window holds block + 1 keys, i - block .. i inclusive; yours stops one short",
+                    ("mask the band inside the two blocks: a query may not see the whole previous block, "
+                     "only its own band", lambda q, k, v, block: _blocks_wrong(q, k, v, block, band=False)),
+                    ("the window holds one key more than `block`: the query itself and the `block` keys "
+                     "before it; yours stops one short",
                      lambda q, k, v, block: _blocks_wrong(q, k, v, block, width=block - 1))],
           properties=[future])
     q, k, v, block = cases[-1].args
     B, H, L, _ = q.shape
     if largest[-1] >= B * H * L * L:
         raise Hint(f"the values are right, but on {cases[-1].text} a tensor of {largest[-1]} elements "
-                   f"was built, as big as the full (L, L) scores ({B * H * L * L}): cut q into blocks "
-                   "and give each block only its two key blocks")
-    return (f"equal to local_attention(window=block, is_causal=True) on {len(cases)} inputs; on "
-            f"{cases[-1].text} the largest tensor had {largest[-1]} elements, against {B * H * L * L} "
-            "for the full scores")
+                   f"was built, as big as the full (L, L) scores: cut the queries into blocks and give "
+                   "each block only its two key blocks")
+    return (f"causal sliding-window attention on {len(cases)} inputs; on the longest the largest tensor "
+            f"you built was {B * H * L * L // largest[-1]} times smaller than the full scores")
 
+
+# --- 12.5.3: linear attention that forgets ---------------------------------------------------
 
 def _decayed(q, k, v, gamma, *, phi=True, decay_z=True, include_now=True):
     """Decayed causal linear attention by its explicit weights, right and typically wrong."""
@@ -187,27 +222,6 @@ def _decay_cases(draw) -> list[Case]:
     return cases
 
 
-@check("12.5 exercise 3: linear attention with a decay, as a recurrence", forbid=KERNELIZED)
-def decayed_linear_attention(fn, draw):
-    cases = _decay_cases(draw)
-    outputs = [expect_tensor(fn.on(case), case.args[2].shape, f"decayed_linear_attention({case.text})")
-               for case in cases]
-    judge(outputs, cases, _decayed, compared="S_t = gamma S_{t-1} + phi(k_t) v_t^T, z_t = gamma z_{t-1} + "
-          "phi(k_t), out_t = phi(q_t)^T S_t / phi(q_t)^T z_t",
-          mistakes=[("apply the feature map phi(x) = elu(x) + 1 to queries and keys first; raw dot "
-                     "products can be negative", lambda q, k, v, g: _decayed(q, k, v, g, phi=False)),
-                    ("decay the normaliser z as well as S: otherwise the weights no longer sum to one",
-                     lambda q, k, v, g: _decayed(q, k, v, g, decay_z=False)),
-                    ("gamma changed nothing: multiply the old state by gamma at every step, "
-                     "S_t = gamma S_{t-1} + phi(k_t) v_t^T, not the new token's term",
-                     lambda q, k, v, g: _decayed(q, k, v, 1.0)),
-                    ("key j's weight should be gamma^(t - j); yours is gamma^(2 (t - j))",
-                     lambda q, k, v, g: _decayed(q, k, v, g ** 2))],
-          properties=[lambda out, case: _now(out, case, fn)])
-    return (f"gamma = 1 gives causal linear attention, gamma < 1 weights key j by gamma^(t - j), on "
-            f"{len(cases)} inputs")
-
-
 def _now(out, case, fn):
     q, k, v, g = case.args
     if q.shape[0] > 1 and close(out[1:], _decayed(q, k, v, g, include_now=False)[1:]):
@@ -215,6 +229,27 @@ def _now(out, case, fn):
                 "to the past")
     return None
 
+
+@check("12.5 exercise 3: linear attention that forgets")
+def decayed_linear_attention(fn, draw):
+    cases = _decay_cases(draw)
+    outputs = [expect_tensor(fn.on(case), case.args[2].shape, f"decayed_linear_attention({case.text})")
+               for case in cases]
+    judge(outputs, cases, _decayed, compared="the decayed causal linear attention of the exercise",
+          mistakes=[("queries and keys go through the feature map (elu plus one) first: raw dot products "
+                     "can be negative", lambda q, k, v, g: _decayed(q, k, v, g, phi=False)),
+                    ("the normaliser must decay with the state: otherwise the weights of the past no longer "
+                     "sum to one", lambda q, k, v, g: _decayed(q, k, v, g, decay_z=False)),
+                    ("gamma changed nothing: what is already in the state must shrink by gamma at every "
+                     "step, not the new token's term", lambda q, k, v, g: _decayed(q, k, v, 1.0)),
+                    ("the weights of the past fall twice as fast as they should: the state shrinks by gamma "
+                     "once per step", lambda q, k, v, g: _decayed(q, k, v, g ** 2))],
+          properties=[lambda out, case: _now(out, case, fn)])
+    return (f"with gamma = 1 causal linear attention, with gamma < 1 the past fading step by step, on "
+            f"{len(cases)} inputs")
+
+
+# --- 12.5.4: predict how fast the Performer's error falls ------------------------------------
 
 FEATURE_COUNTS = (16, 64, 256, 1024)     # exercise 12.5.4: m, four times apart
 EXPONENT_TOLERANCE = 0.1
@@ -248,20 +283,23 @@ def measured_error_exponent(scale: float) -> float:
 @check("12.5 exercise 4: predict how fast the Performer's error falls", drawn=False)
 def performer_error_exponent(fn, draw):
     guess = expect_number(fn(), "an exponent p, for an error that falls as m^p")
-    small = measured_error_exponent(SMALL_SCALE)
+    small = expect(measured_error_exponent(SMALL_SCALE))
     if abs(guess - small) <= EXPONENT_TOLERANCE:
         large = measured_error_exponent(LARGE_SCALE)
-        return (f"your exponent is within {EXPONENT_TOLERANCE} of the one measured on small queries "
-                f"and keys (0.25 N(0, I), m = 16 to 1024); at four times their size the same fit gives "
-                f"{large:+.2f}, a much slower fall: the Monte Carlo rule needs estimates whose relative "
-                "variance is small")
+        return (f"your exponent is within {EXPONENT_TOLERANCE} of the one measured on small queries and "
+                f"keys (m = 16 to 1024); on inputs four times larger the error falls "
+                f"{small / large:.1f} times more slowly: the rule for averages needs estimates whose "
+                "relative spread is small, and the peaked attention of the series is not such a case")
     if abs(guess) <= EXPONENT_TOLERANCE:
-        raise Hint("on small inputs the error does fall with m: the features' estimates of exp(q . k) "
-                   "are unbiased, and m of them are averaged")
+        raise Hint("on small inputs the error does fall with m: each feature gives an unbiased estimate "
+                   "of the softmax kernel, and the Performer averages m of them")
     if guess > 0:
-        raise Hint("more features must give a smaller error: the exponent is negative")
+        raise Hint("more features give a smaller error here, so the exponent is negative")
     if abs(guess + 1) <= EXPONENT_TOLERANCE:
-        raise Hint("1/m is how the variance of an average of m independent estimates falls; the "
-                   "error is of the size of a standard deviation, its square root")
-    raise Hint(f"your exponent {guess:+.2f} is more than {EXPONENT_TOLERANCE} from the measured one: "
-               "how does the spread of an average of m independent estimates shrink with m?")
+        raise Hint("yours is the exponent at which the variance of an average of m independent estimates "
+                   "falls; the attention misplaced is not a variance but an error of the size of the "
+                   "estimates' spread")
+    way = "more slowly" if guess < small else "faster"
+    raise Hint(f"your exponent is more than {EXPONENT_TOLERANCE} from the measured one: the error falls "
+               f"{way} than you predict; how does the spread of an average of m independent estimates "
+               "shrink as m grows?")

@@ -1,5 +1,5 @@
 """12.5's sizes (``P.efficient_attention``): the kernels' sweep, the Performer's features, the
-accuracy table, the stream; and the byte models its gpu sizes are made from."""
+forecaster's table, the stream's memory; and the byte models its gpu sizes are made from."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -19,12 +19,11 @@ class Sizes:
     flash_lengths: tuple[int, ...]        # our tiled loop in Python: slow
     budget: float                         # bytes: naive points above it are skipped
     performer_features: tuple[int, ...]
-    width: int                            # the accuracy table's PatchTransformer
+    width: int                            # the forecaster's PatchTransformer
     train_stride: int
     max_epochs: int
     full_seeds: int                       # full attention (causal): the reference
-    seeds: int                            # every other kernel
-    stream_steps: int                     # training steps of the streaming forecaster
+    seeds: int                            # every other kernel and the two ablations
     stream_lengths: tuple[int, ...]       # a stream's exact CPU peaks, every step recorded
 
 
@@ -43,9 +42,9 @@ def others_bytes(L: int, *, size: int) -> int:
 # 512, patience 2, every run ended by early stopping; the same in every profile
 CPU = Sizes(lengths=(256, 512, 1024, 2048, 4096), flash_lengths=(256, 512, 1024, 2048), budget=200e6,
             performer_features=(16, 32, 64, 128, 256, 512, 1024), width=32, train_stride=2,
-            max_epochs=30, full_seeds=3, seeds=2, stream_steps=150, stream_lengths=(1000, 2000, 4000))
+            max_epochs=30, full_seeds=3, seeds=2, stream_lengths=(1000, 2000, 4000))
 SMOKE = replace(CPU, lengths=(256, 512, 1024), flash_lengths=(256, 512, 1024), train_stride=16,
-                max_epochs=2, full_seeds=1, seeds=1, stream_steps=10, stream_lengths=(256, 512, 1024))
+                max_epochs=2, full_seeds=1, seeds=1, stream_lengths=(256, 512, 1024))
 
 
 def gpu(card) -> Sizes:
@@ -59,7 +58,7 @@ def gpu(card) -> Sizes:
     return replace(CPU, lengths=lengths, budget=budget,
                    flash_lengths=fitting(card, "efficient flash lengths", 1024, 8192, 256,
                                          partial(others_bytes, size=s)),
-                   performer_features=(16, 32, 64, 128, 256, 512, 1024, 2048), stream_steps=600,
+                   performer_features=(16, 32, 64, 128, 256, 512, 1024, 2048),
                    stream_lengths=(2000, 4000, 8000))
 
 

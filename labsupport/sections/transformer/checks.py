@@ -1,109 +1,110 @@
-"""Self-checks for the exercises of 12.2 The Transformer Architecture."""
+"""Self-checks for the exercises of 12.2 The Transformer Block.
+
+1. `block_parameters`: a block's parameters counted by hand, against the module's count;
+2. `post_norm_block`: the original Transformer's block from its parts;
+3. `decode_step`: one decoding step of a pre-norm decoder block, a single query over the cache;
+4. `scheduled_inputs`: the decoder's inputs under scheduled sampling.
+
+Each names the usual mistakes of its exercise in words (`labsupport.checks.core.judge`), never
+the expected value or the solution's code (tests/test_hints.py).
+"""
 from __future__ import annotations
 
-import functools
-
-import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from ...checks.core import (
-    Case,
-    Hint,
-    check,
-    close,
-    expect_number,
-    expect_tensor,
-    judge,
-    same_number,
-    shapes,
-    times,
-)
+from ...checks.core import Case, Hint, check, expect_number, expect_tensor, judge, same_number, shapes
 
+# PyTorch's blocks compute what the block exercises ask for
 BLOCK_LIBRARIES = ("torch.nn.TransformerEncoderLayer", "torch.nn.TransformerEncoder",
-                   "torch.nn.TransformerDecoderLayer", "torch.nn.Transformer", "torch.nn.MultiheadAttention")
+                   "torch.nn.TransformerDecoderLayer", "torch.nn.TransformerDecoder", "torch.nn.Transformer")
 
 
-def _ffn_cases(draw) -> list[Case]:
-    """x (B, L, d) with d_ff > d, d_ff < d, and d_ff = d (untransposed weights then run)."""
-    d1 = draw.int(3, 7)
-    sizes = [(3, 5, d1, draw.int(d1 + 1, 12)), (1, 1, draw.int(5, 9), draw.int(2, 4)),
-             (2, draw.int(2, 7), d1, d1), (draw.int(1, 3), draw.int(2, 7), draw.int(2, 9), draw.int(2, 12))]
-    cases = []
-    for B, L, d, d_ff in sizes:
-        x, w1, b1 = draw.randn(B, L, d), draw.randn(d_ff, d), draw.randn(d_ff)
-        w2, b2 = draw.randn(d, d_ff), draw.randn(d)
-        cases.append(Case((x, w1, b1, w2, b2), shapes(x=x, W1=w1, b1=b1, W2=w2, b2=b2)))
-    return cases
+# --- 12.2.1: counting a block's parameters --------------------------------------------------------
+
+def _count_cases(draw) -> list[Case]:
+    """(d_model, n_heads, d_ff): d_ff above, equal to and below d_model, one head and several."""
+    if draw.graded:
+        sizes = []
+        for d_ff_factor in (4, 1, 0.5, None):
+            H = draw.int(1, 8)
+            d = H * draw.int(2, 12)
+            sizes.append((d, H, draw.int(2, 300) if d_ff_factor is None else max(1, int(d_ff_factor * d))))
+    else:
+        sizes = [(64, 4, 256), (32, 8, 32), (16, 1, 64), (24, 3, 12)]
+    return [Case(size, "block_parameters({}, {}, {})".format(*size)) for size in sizes]
 
 
-def _depends_only_on_its_position(fn):
-    def prop(out, case):
-        x, *weights = case.args
-        if x.shape[1] < 2:
-            return None
-        alone = fn(x[:, 1:2], *weights)                               # position 1 on its own
-        here = out[:, 1:2]
-        if isinstance(alone, torch.Tensor) and alone.shape == here.shape and not close(alone, here):
-            return (f"on {case.text}, the output at position 1 changed when the other positions were "
-                    "left out: the output at a position must depend only on that position's input")
-        return None
-    return prop
+def block_count(d_model: int, n_heads: int, d_ff: int) -> int:
+    """The trainable parameters of the pre-norm block of the page, counted on the module
+    (`labsupport.layers.TransformerBlock` holds the same parts)."""
+    from ...layers import TransformerBlock
+    with torch.random.fork_rng(devices=[]):
+        return sum(p.numel() for p in TransformerBlock(d_model, n_heads, d_ff).parameters())
 
 
-@check("12.2 exercise 1: the feed-forward network")
-def feed_forward(fn, draw):
-    cases = _ffn_cases(draw)
-    outputs = [expect_tensor(fn.on(case), case.args[0].shape, f"feed_forward({case.text})") for case in cases]
-    lin = lambda x, w, b: x @ w.T + b                                              # noqa: E731
-    mistakes = [("without the nonlinearity the two layers collapse into one linear map: apply relu "
-                 "between them", lambda x, w1, b1, w2, b2: lin(lin(x, w1, b1), w2, b2)),
-                ("add the biases b1 and b2", lambda x, w1, b1, w2, b2: torch.relu(x @ w1.T) @ w2.T),
-                ("add the second bias b2", lambda x, w1, b1, w2, b2: torch.relu(lin(x, w1, b1)) @ w2.T),
-                ("add the first bias b1, inside the relu",
-                 lambda x, w1, b1, w2, b2: lin(torch.relu(x @ w1.T), w2, b2)),
-                ("that is GELU; this network's nonlinearity is relu",
-                 lambda x, w1, b1, w2, b2: lin(F.gelu(lin(x, w1, b1)), w2, b2)),
-                ("the output passes through relu too; only the hidden layer does: "
-                 "relu(x W1^T + b1) W2^T + b2",
-                 lambda x, w1, b1, w2, b2: torch.relu(lin(torch.relu(lin(x, w1, b1)), w2, b2))),
-                ("the bias b1 is added after the relu; it belongs inside: relu(x W1^T + b1)",
-                 lambda x, w1, b1, w2, b2: lin(torch.relu(x @ w1.T) + b1, w2, b2)),
-                ("the weights are stored as (out_features, in_features), like nn.Linear: x @ W1.T, "
-                 "not x @ W1 (they only ran because d_ff = d there)",
-                 lambda x, w1, b1, w2, b2: torch.relu(x @ w1 + b1) @ w2 + b2)]
-    judge(outputs, cases, lambda x, w1, b1, w2, b2: lin(torch.relu(lin(x, w1, b1)), w2, b2),
-          compared="relu(x W1^T + b1) W2^T + b2", mistakes=mistakes,
-          properties=[_depends_only_on_its_position(fn)])
-    return (f"on {len(cases)} sizes (d_ff above, below and equal to d), each position's output "
-            "depending on that position alone")
+def _linear(n_in, n_out, bias=True):
+    return n_in * n_out + (n_out if bias else 0)
 
 
-def _trained_looking(block, g) -> None:
-    """LayerNorm scales and shifts away from their initial 1 and 0, each norm its own:
-    at their initial values every LayerNorm is the same function."""
+def _counted(d, h, f, *, bias=True, projections=4, norms=2, per_norm=2, ff_layers=2, hidden=None, heads=1):
+    hidden = f if hidden is None else hidden
+    ff = [_linear(d, hidden, bias), _linear(hidden, d, bias)][:ff_layers]
+    return heads * projections * _linear(d, d, bias) + sum(ff) + norms * per_norm * d
+
+
+@check("12.2 exercise 1: counting a block's parameters", predicts=True, forbid=BLOCK_LIBRARIES,
+       unavailable=("labsupport.layers.TransformerBlock",))
+def block_parameters(fn, draw):
+    cases = _count_cases(draw)
+    outputs = [expect_number(fn.on(case), "a number of parameters") for case in cases]
+    mistakes = [("your count leaves out the biases: every linear map of the block has one, as "
+                 "PyTorch's linear layers do by default", lambda d, h, f: _counted(d, h, f, bias=False)),
+                ("your count leaves out the two LayerNorms: their scales and shifts are trained too",
+                 lambda d, h, f: _counted(d, h, f, norms=0)),
+                ("your count gives each LayerNorm one vector; it has two, a learned scale and a "
+                 "learned shift, one number per feature each", lambda d, h, f: _counted(d, h, f, per_norm=1)),
+                ("your count grows with the number of heads: the heads split the same projections "
+                 "between them, so more heads add no parameters",
+                 lambda d, h, f: _counted(d, h, f, heads=h)),
+                ("your count has three projections in attention; there are four: queries, keys, values "
+                 "and the output map that mixes the heads", lambda d, h, f: _counted(d, h, f, projections=3)),
+                ("your count has one linear map in the feed-forward network; it has two, into the "
+                 "hidden layer and back", lambda d, h, f: _counted(d, h, f, ff_layers=1)),
+                ("your feed-forward network's hidden layer has d_model units; it has d_ff",
+                 lambda d, h, f: _counted(d, h, f, hidden=d))]
+    judge(outputs, cases, block_count, compared="the parameters of the block, counted on the module",
+          same=same_number, mistakes=mistakes)
+    return (f"your count matches the module's on {len(cases)} blocks (feed-forward wider, as wide and "
+            "narrower than the model, one head and several)")
+
+
+# --- 12.2.2: the post-norm block -------------------------------------------------------------------
+
+def _trained_looking(norms, g) -> None:
+    """LayerNorm scales and shifts away from their initial 1 and 0, each norm its own: at their
+    initial values every LayerNorm is the same function, and a swap would go unseen."""
     with torch.no_grad():
-        for norm in (block.norm1, block.norm2):
+        for norm in norms:
             norm.weight.copy_(1 + 0.5 * torch.randn(norm.weight.shape, generator=g, dtype=norm.weight.dtype))
             norm.bias.copy_(0.5 * torch.randn(norm.bias.shape, generator=g, dtype=norm.bias.dtype))
 
 
-def _block(d_model, n_heads, d_ff, draw, *, norm_first=True):
-    from ...layers import TransformerBlock
+def _seeded(draw, build, *args, **kwargs):
+    """``build(*args, **kwargs)`` in float64, eval mode, its weights drawn from ``draw``."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(draw.rng.getrandbits(62))
-        block = TransformerBlock(d_model, n_heads, d_ff, norm_first=norm_first).double().eval()
-    _trained_looking(block, draw.generator())
-    return block
+        return build(*args, **kwargs).double().eval()
 
 
 def _block_cases(draw) -> list[Case]:
+    from ...layers import TransformerBlock
     sizes = [(2, 5, 8, 2, 16), (1, draw.int(1, 6), 6, 3, draw.int(4, 12)),
              (draw.int(1, 3), draw.int(2, 7), 4, 1, 8)]
     cases = []
     for B, L, d, H, d_ff in sizes:
-        block = _block(d, H, d_ff, draw)
+        block = _seeded(draw, TransformerBlock, d, H, d_ff, norm_first=False)
+        _trained_looking((block.norm1, block.norm2), draw.generator())
         x = draw.randn(B, L, d)
         cases.append(Case((x, block.attn, block.ff, block.norm1, block.norm2),
                           f"x {tuple(x.shape)}, a block of width {d}, {H} heads, d_ff {d_ff} (LayerNorm "
@@ -111,196 +112,222 @@ def _block_cases(draw) -> list[Case]:
     return cases
 
 
-def _pre_norm(x, attn, ff, n1, n2):
-    x = x + attn(n1(x))
-    return x + ff(n2(x))
+def _post(x, attn, ff, n1, n2):
+    h = n1(x + attn(x))
+    return n2(h + ff(h))
 
 
-@check("12.2 exercise 2: a pre-norm block", forbid=BLOCK_LIBRARIES)
-def pre_norm_block(fn, draw):
+def _pre(x, attn, ff, n1, n2):
+    h = x + attn(n1(x))
+    return h + ff(n2(h))
+
+
+@check("12.2 exercise 2: the post-norm block", forbid=BLOCK_LIBRARIES,
+       unavailable=("labsupport.layers.TransformerBlock.forward",))
+def post_norm_block(fn, draw):
     cases = _block_cases(draw)
     with torch.no_grad():
         outputs = [expect_tensor(fn.on(case), case.args[0].shape,
-                                 f"pre_norm_block({case.text.split(',')[0]}, ...)")
-                   for case in cases]
-        mistakes = [("that is post-norm (normalise after adding); pre-norm normalises each sub-layer's "
-                     "input", lambda x, a, f, n1, n2: (lambda h: n2(h + f(h)))(n1(x + a(x)))),
-                    ("keep the residual connections: add each sub-layer's output to its input",
-                     lambda x, a, f, n1, n2: f(n2(a(n1(x))))),
-                    ("keep the second residual connection: x + ff(norm2(x)), with x after attention",
-                     lambda x, a, f, n1, n2: f(n2(x + a(n1(x))))),
-                    ("normalise the feed-forward input too: ff(norm2(x))",
-                     lambda x, a, f, n1, n2: (lambda h: h + f(h))(x + a(n1(x)))),
-                    ("norm1 and norm2 are swapped: norm1 goes before attention, norm2 before the "
-                     "feed-forward network", lambda x, a, f, n1, n2: _pre_norm(x, a, f, n2, n1)),
-                    ("the feed-forward input is norm1's output; it has its own LayerNorm, norm2",
-                     lambda x, a, f, n1, n2: _pre_norm(x, a, f, n1, n1)),
-                    ("the two sub-layers run side by side on x; the feed-forward network reads the "
-                     "output of the attention step: x = x + attn(norm1(x)), then x + ff(norm2(x))",
-                     lambda x, a, f, n1, n2: x + a(n1(x)) + f(n2(x)))]
-        judge(outputs, cases, _pre_norm, compared="x + attn(norm1(x)), then + ff(norm2(x))",
-              mistakes=mistakes)
-    return f"on {len(cases)} blocks whose two LayerNorms differ, each norm in its place"
+                                 f"post_norm_block({case.text.split(',')[0]}, ...)") for case in cases]
+        mistakes = [("that is the pre-norm block of the page: post-norm adds each sub-layer's output to "
+                     "its input first, then normalises the sum", _pre),
+                    ("the residual connections are missing: each sub-layer's output is added to what it "
+                     "read, before the normalisation", lambda x, a, f, n1, n2: n2(f(n1(a(x))))),
+                    ("the first residual connection is missing: attention's output is added to the "
+                     "block's input before the first LayerNorm",
+                     lambda x, a, f, n1, n2: (lambda h: n2(h + f(h)))(n1(a(x)))),
+                    ("the second residual connection is missing: the feed-forward network's output is "
+                     "added to what it read before the second LayerNorm",
+                     lambda x, a, f, n1, n2: n2(f(n1(x + a(x))))),
+                    ("the two LayerNorms are swapped: the first normalises the sum around attention, "
+                     "the second the sum around the feed-forward network",
+                     lambda x, a, f, n1, n2: _post(x, a, f, n2, n1)),
+                    ("you normalised each sub-layer's output before adding it; post-norm normalises the "
+                     "sum of the input and the sub-layer's output",
+                     lambda x, a, f, n1, n2: (lambda h: h + n2(f(h)))(x + n1(a(x)))),
+                    ("the feed-forward network read the block's input; it reads the first step's output, "
+                     "after the first LayerNorm",
+                     lambda x, a, f, n1, n2: n2(n1(x + a(x)) + f(x))),
+                    ("the second residual adds the block's input; it adds what the feed-forward network "
+                     "read, the first step's output",
+                     lambda x, a, f, n1, n2: n2(x + f(n1(x + a(x))))),
+                    ("the second LayerNorm was applied once at the end only; the original block "
+                     "normalises after each of its two additions",
+                     lambda x, a, f, n1, n2: n2((x + a(x)) + f(x + a(x))))]
+        judge(outputs, cases, _post, compared="the post-norm block of the original Transformer, with the "
+              "same parts", mistakes=mistakes)
+    return f"on {len(cases)} blocks whose two LayerNorms differ, each addition and each norm in its place"
 
 
-class _Mixer(nn.Module):
-    """Sequence models with known peeking, mapping (B, L, C) to (B, L, C) or (B, L, 2)."""
+# --- 12.2.3: one decoding step ---------------------------------------------------------------------
 
-    def __init__(self, kind):
+_QUERIES: list[tuple[str, int]] = []        # (which attention, how many queries) of the last calls
+
+
+class _Logged(nn.Module):
+    """An attention layer with the page's signature, ``attn(x, context=None, mask=None)`` (mask:
+    True = may attend), that notes how many queries each call asks about."""
+
+    def __init__(self, mha, kind: str):
         super().__init__()
-        self.kind = kind
+        self.mha, self.kind = mha, kind
 
-    def forward(self, x):                                        # x (B, L, C)
-        L = x.shape[1]
-        if self.kind == "causal":                                # the running mean: no peeking
-            return x.cumsum(1) / torch.arange(1, L + 1, dtype=x.dtype)[:, None]
-        if self.kind == "causal, 2 outputs":                     # a causal projection to 2 channels
-            return torch.tanh(x.cumsum(1))[..., :2] * 3
-        if self.kind == "next step":                             # out[t] reads x[t + 1]
-            later = torch.cat([x[:, 1:], torch.zeros_like(x[:, :1])], dim=1)
-            return x + later
-        return x + x.mean(1, keepdim=True)                       # "mixes": every output reads all
+    def forward(self, x, context=None, mask=None):
+        _QUERIES.append((self.kind, x.shape[1]))
+        return self.mha(x, context, mask=mask)
 
 
-_MODELS = {"causal": "a causal model (the running mean)",
-           "causal, 2 outputs": "a causal model with 2 output channels",
-           "next step": "a model whose output at t reads x[t + 1] only",
-           "mixes": "a model that mixes the whole sequence"}
+class DecoderParts(nn.Module):
+    """A pre-norm decoder block under the names of the page's ``DecoderBlock``: ``ln1``,
+    ``self_attn``, ``ln2``, ``cross_attn``, ``ln3``, ``ff``; called as ``block(x, memory)`` it
+    runs the whole causal pass. Built on `labsupport.layers.DecoderBlock`'s parts."""
+
+    def __init__(self, block):
+        super().__init__()
+        self.ln1, self.ln2, self.ln3 = block.norms
+        self.self_attn, self.cross_attn = _Logged(block.self_attn, "self"), _Logged(block.cross_attn, "cross")
+        self.ff = block.ff
+
+    def forward(self, x, memory):
+        mask = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool, device=x.device).tril()
+        x = x + self.self_attn(self.ln1(x), mask=mask)
+        x = x + self.cross_attn(self.ln2(x), memory)
+        return x + self.ff(self.ln3(x))
 
 
-def _peek_cases(draw) -> list[tuple]:
-    """(kind, L, t, does it peek): each model, t = 0 and t = L - 1 (nothing after it) among them."""
-    L1, L2 = draw.int(6, 12), draw.int(4, 10)
-    return [("causal", L1, draw.int(1, L1 - 2), False), ("mixes", L1, draw.int(1, L1 - 2), True),
-            ("causal", L2, 0, False), ("mixes", L2, L2 - 2, True),
-            ("next step", L1, draw.int(0, L1 - 2), True),
-            ("causal, 2 outputs", L2, draw.int(1, L2 - 2), False), ("mixes", L1, L1 - 1, False),
-            ("next step", L2, L2 - 1, False)]
+def full_pass_last(parts, x, memory):
+    """The block's whole causal pass, its last position: what one step must give. (B, 1, d)"""
+    return parts(x, memory)[:, -1:]
 
 
-@check("12.2 exercise 3: a test for peeking")
-def peeks(fn, draw):
-    verdicts = []
-    for kind, L, t, truth in _peek_cases(draw):
-        x = draw.randn(2, L, 3, dtype=torch.float32)
-        got = fn(_Mixer(kind), x, t, case=f"{_MODELS[kind]}, x {tuple(x.shape)}, t={t}")
-        if not isinstance(got, (bool, np.bool_)):
-            raise Hint(f"return True or False (a bool), got {type(got).__name__}")
-        verdicts.append((kind, L, t, truth, bool(got)))
-    wrong = [v for v in verdicts if v[3] != v[4]]
-    if not wrong:
-        return (f"catches a model that reads the future and passes one that does not, on {len(verdicts)} "
-                "models and times (t = 0 and t = L - 1 among them)")
-    if len(wrong) == len(verdicts):
-        raise Hint("the verdicts are inverted: return True when the outputs up to t DO change")
-    kind, L, t, truth, _ = wrong[0]
-    if t == L - 1:
-        raise Hint(f"{_MODELS[kind]}, L = {L}, was flagged at t = L - 1 = {t}: there is no input after "
-                   "the last position, so nothing can peek; compare only outputs up to t, out[:, : t + 1]")
-    if not truth:
-        raise Hint(f"{_MODELS[kind]} was flagged at t = {t}: its outputs up to t do not depend on the "
-                   "inputs after t, but later outputs and the input at t itself do: change only inputs "
-                   "strictly after t (x[:, t + 1:]) and compare only outputs up to t (out[:, : t + 1])")
-    raise Hint(f"{_MODELS[kind]} was not caught at t = {t}: perturb every input after t, x[:, t + 1:] "
-               "(x[:, t + 1] included), and compare out[:, : t + 1] (out[:, t] included) before and after")
+def _step(parts, x, memory, *, keys="normalised", mask=False, cross="memory", residual=(1, 1, 1),
+          norms=(0, 1, 2)):
+    """One step and its usual wrong variants."""
+    ln = (parts.ln1, parts.ln2, parts.ln3)
+    last = x[:, -1:]
+    seen = {"normalised": ln[norms[0]](x), "raw": x, "itself": ln[norms[0]](last)}[keys]
+    allowed = torch.ones(1, seen.shape[1], dtype=torch.bool).tril() if mask else None
+    h = residual[0] * last + parts.self_attn(ln[norms[0]](last), seen, mask=allowed)
+    if cross != "none":
+        context = memory if cross == "memory" else None
+        h = residual[1] * h + parts.cross_attn(ln[norms[1]](h), context)
+    return residual[2] * h + parts.ff(ln[norms[2]](h))
 
 
-HEADS_SIZES = dict(batch=2, length=512, d_model=64)      # exercise 12.2.4
-HEADS_TOLERANCE = 0.05
+def _decode_cases(draw) -> list[Case]:
+    from ...layers import DecoderBlock
+    sizes = [(2, 6, 5, 8, 2, 16), (1, draw.int(2, 9), draw.int(2, 7), 6, 3, 12), (2, 1, 4, 4, 1, 8),
+             (draw.int(1, 3), draw.int(3, 9), draw.int(1, 6), 8, 4, draw.int(4, 20))]
+    cases = []
+    for B, t, S, d, H, d_ff in sizes:
+        block = _seeded(draw, DecoderBlock, d, H, d_ff)
+        _trained_looking(block.norms, draw.generator())
+        parts = DecoderParts(block).double().eval()
+        x, memory = draw.randn(B, t, d), draw.randn(B, S, d)
+        cases.append(Case((parts, x, memory), f"x {tuple(x.shape)} (t = {t} inputs so far), memory "
+                          f"{tuple(memory.shape)}, a block of width {d} with {H} heads"))
+    return cases
 
 
-def heads_peak_model(batch, length, d_model, n_heads, element=4):
-    """The byte model of the peak of ``MultiHeadAttention(d_model, n_heads, kernel="naive")``
-    on x (batch, length, d_model) without gradients: the q, k, v projections, then each
-    head's scores and softmax weights alive together, and the output."""
-    projections = 3 * batch * length * d_model
-    scores = 2 * batch * n_heads * length * length
-    return (projections + scores + batch * length * d_model) * element
+@check("12.2 exercise 3: one decoding step", forbid=BLOCK_LIBRARIES,
+       unavailable=("labsupport.layers.DecoderBlock.forward",))
+def decode_step(fn, draw):
+    cases = _decode_cases(draw)
+    outputs = []
+    with torch.no_grad():
+        for case in cases:
+            _, x, _ = case.args
+            B, t, d = x.shape
+            _QUERIES.clear()
+            out = fn.on(case)
+            asked = list(_QUERIES)
+            if isinstance(out, torch.Tensor) and tuple(out.shape) == (B, t, d) and t > 1:
+                raise Hint(f"on {case.text}: you returned every position, shape {(B, t, d)}: the step "
+                           f"returns the output at the new position only, shape {(B, 1, d)}")
+            what = f"decode_step(block, {case.text.split(' (')[0]}, ...)"
+            outputs.append(expect_tensor(out, (B, 1, d), what))
+            many = [(kind, n) for kind, n in asked if n > 1]
+            if many:
+                kind, n = many[0]
+                which = "self-attention" if kind == "self" else "cross-attention"
+                raise Hint(f"on {case.text}, your answer asked {which} about {n} queries, every position "
+                           "so far: a step needs the new position's query only (the outputs at earlier "
+                           "positions are known already)")
+        none = dict(residual=(0, 1, 1))
+        mistakes = [("the new position attended only to itself: its self-attention reads every position "
+                     "so far, the cached ones and its own", lambda p, x, m: _step(p, x, m, keys="itself")),
+                    ("the keys and values were the inputs before the first LayerNorm: in a pre-norm block "
+                     "self-attention reads the normalised inputs at every position",
+                     lambda p, x, m: _step(p, x, m, keys="raw")),
+                    ("with a single query, the causal mask's first row lets it see the first position "
+                     "only; the newest position may see every position so far",
+                     lambda p, x, m: _step(p, x, m, mask=True)),
+                    ("the step left out cross-attention: the new position reads the encoder's memory "
+                     "too", lambda p, x, m: _step(p, x, m, cross="none")),
+                    ("cross-attention read the decoder's own state; its keys and values come from the "
+                     "encoder's memory", lambda p, x, m: _step(p, x, m, cross="self")),
+                    ("a residual connection is missing: each sub-layer's output is added to what flowed "
+                     "into it", lambda p, x, m: _step(p, x, m, **none)),
+                    ("a residual connection is missing: each sub-layer's output is added to what flowed "
+                     "into it", lambda p, x, m: _step(p, x, m, residual=(1, 0, 1))),
+                    ("a residual connection is missing: each sub-layer's output is added to what flowed "
+                     "into it", lambda p, x, m: _step(p, x, m, residual=(1, 1, 0))),
+                    ("the LayerNorms are out of place: the first goes before self-attention, the second "
+                     "before cross-attention, the third before the feed-forward network",
+                     lambda p, x, m: _step(p, x, m, norms=(0, 2, 1))),
+                    ("the LayerNorms are out of place: the first goes before self-attention, the second "
+                     "before cross-attention, the third before the feed-forward network",
+                     lambda p, x, m: _step(p, x, m, norms=(1, 0, 2)))]
+        judge(outputs, cases, full_pass_last, compared="the last position of the block's full causal pass",
+              mistakes=mistakes)
+    return (f"on {len(cases)} blocks and caches (t = 1 among them), one query per attention, the same "
+            "output as the whole causal pass at the new position")
 
 
-@functools.lru_cache(maxsize=None)
-def measured_heads_peaks(batch, length, d_model, heads=(1, 4)):
-    """{H: measured forward peak in bytes} of ``MultiHeadAttention(d_model, H,
-    kernel="naive")`` on float32 x (batch, length, d_model) without gradients, on the CPU
-    (`labsupport.timing.peak_memory`: the allocator's exact peak); the byte model where the
-    platform cannot measure, with ``measured=False``. Returns (peaks, measured)."""
-    from ...layers import MultiHeadAttention
-    from ...timing import peak_memory
+# --- 12.2.4: scheduled sampling's inputs -----------------------------------------------------------
 
-    x = torch.randn(batch, length, d_model, generator=torch.Generator().manual_seed(0))
-    peaks, measured = {}, True
-    for n_heads in heads:
-        with torch.random.fork_rng(devices=[]):
-            mha = MultiHeadAttention(d_model, n_heads, kernel="naive").eval()
-        with torch.no_grad():
-            peak = peak_memory(mha, x)
-        if peak is None:
-            peak, measured = heads_peak_model(batch, length, d_model, n_heads), False
-        peaks[n_heads] = peak
-    return peaks, measured
+def _sampled(last, truth, forecasts, sample):
+    chosen = torch.where(sample[..., None], forecasts, truth)           # (B, T, C): each hour's value
+    return torch.cat([last, chosen[:, :-1]], dim=1)                     # step t reads hour t - 1
 
 
-@check("12.2 exercise 4: predict the memory of four heads", drawn=False)
-def heads_peak_ratio(fn, draw):
-    guess = expect_number(fn(), "a ratio (a number such as 2.5)")
-    peaks, measured = measured_heads_peaks(**HEADS_SIZES)
-    ratio = peaks[4] / peaks[1]
-    where = "the measured ratio" if measured else "the byte model's ratio (this platform cannot measure)"
-    near = lambda target, tol=HEADS_TOLERANCE: abs(guess / target - 1) <= tol   # noqa: E731
-    if guess <= 0:
-        raise Hint("a ratio of two peaks is a positive number: peak with 4 heads / peak with 1 head")
-    if near(ratio):
-        return f"your prediction is within {HEADS_TOLERANCE:.0%} of {where}"
-    if near(1):
-        raise Hint("the q, k, v projections are indeed the same for any number of heads, but each "
-                   "head keeps its own (B, L, L) score matrix and its softmax weights: 4 heads hold "
-                   "4 of each")
-    if near(4):
-        raise Hint("the score matrices grow 4x, but the q, k, v projections, (B, L, d) each, are "
-                   "the same for any number of heads and are alive at the peak too: add them to "
-                   "both peaks before you divide")
-    if near(1 / ratio) or near(0.25):
-        raise Hint("that is 1 head over 4 heads: divide the peak with 4 heads by the peak with 1")
-    if near(16):
-        raise Hint("each head's score matrix is L x L whatever its width d/H: 4 heads hold 4 of "
-                   "them, not 16")
-    raise Hint(f"your prediction is {times(guess / ratio, HEADS_TOLERANCE)} times {where}; count the "
-               "bytes alive at the "
-               "peak: q, k and v (the same for any H), and each head's scores and softmax weights")
+def _sampling_cases(draw) -> list[Case]:
+    sizes = [(2, 6, 1), (3, draw.int(4, 9), 2), (1, draw.int(3, 8), 1), (draw.int(2, 4), 24, 1)]
+    cases = []
+    for B, T, C in sizes:
+        last, truth, forecasts = draw.randn(B, 1, C), draw.randn(B, T, C), draw.randn(B, T, C)
+        sample = torch.rand(B, T, generator=draw.generator()) < 0.5
+        sample[0, 0], sample[0, 1] = True, False                         # both kinds in every case
+        cases.append(Case((last, truth, forecasts, sample),
+                          shapes(last=last, truth=truth, forecasts=forecasts, sample=sample)))
+    return cases
 
 
-def _block_count_cases(draw) -> list[Case]:
-    if draw.graded:
-        sizes = []
-        for _ in range(4):
-            H = draw.int(1, 8)
-            sizes.append((H * draw.int(1, 12), H, draw.int(1, 200)))
-    else:
-        sizes = [(64, 4, 128), (32, 8, 32), (16, 1, 64), (24, 3, 40)]
-    return [Case(size, "block_parameters({}, {}, {})".format(*size)) for size in sizes]
-
-
-def _block_count(d_model, n_heads, d_ff):
-    from ...layers import TransformerBlock
-    with torch.random.fork_rng(devices=[]):
-        return sum(p.numel() for p in TransformerBlock(d_model, n_heads, d_ff).parameters())
-
-
-@check("12.2 exercise 5: counting a block's parameters", forbid=BLOCK_LIBRARIES)
-def block_parameters(fn, draw):
-    cases = _block_count_cases(draw)
-    outputs = [expect_number(fn.on(case), "a number of parameters") for case in cases]
-    right = lambda d, h, f: 4 * (d * d + d) + 2 * d * f + f + d + 4 * d            # noqa: E731
-    mistakes = [("every nn.Linear has a bias: four in attention, two in the MLP",
-                 lambda d, h, f: 4 * d * d + 2 * d * f + 4 * d),
-                ("count the two LayerNorms (a scale and a shift of size d_model each)",
-                 lambda d, h, f: right(d, h, f) - 4 * d),
-                ("a LayerNorm has a shift as well as a scale: 2 d_model parameters each",
-                 lambda d, h, f: right(d, h, f) - 2 * d),
-                ("the heads share the d_model x d_model projections; more heads do not add parameters",
-                 lambda d, h, f: right(d, h, f) + (h - 1) * 4 * (d * d + d)),
-                ("attention has four projections: q, k, v and the output",
-                 lambda d, h, f: right(d, h, f) - (d * d + d))]
-    judge(outputs, cases, _block_count, compared="the parameters of TransformerBlock(d_model, n_heads, d_ff)",
-          same=same_number, mistakes=mistakes)
-    return f"the count of TransformerBlock's parameters, on {len(cases)} sizes and numbers of heads"
+@check("12.2 exercise 4: scheduled sampling's inputs")
+def scheduled_inputs(fn, draw):
+    cases = _sampling_cases(draw)
+    outputs = [expect_tensor(fn.on(case), case.args[1].shape, f"scheduled_inputs({case.text})")
+               for case in cases]
+    shift = lambda last, values: torch.cat([last, values[:, :-1]], dim=1)     # noqa: E731
+    mistakes = [("the leak: step t reads the value of hour t, the very hour it must forecast (a causal "
+                 "mask cannot stop a leak in the inputs); step t reads the hour before it",
+                 lambda w, y, f, s: torch.where(s[..., None], f, y)),
+                ("the choice is inverted: where sample is True, that hour is fed as the model's "
+                 "forecast", lambda w, y, f, s: _sampled(w, f, y, s)),
+                ("every step read the true values, whatever sample says: that is teacher forcing",
+                 lambda w, y, f, s: shift(w, y)),
+                ("every step read the model's forecasts, whatever sample says: that is free running",
+                 lambda w, y, f, s: shift(w, f)),
+                ("the first step's input is not the last value of the input window",
+                 lambda w, y, f, s: _sampled(torch.zeros_like(w), y, f, s)),
+                ("the first step read the true value of hour 0, the hour it forecasts; it reads the "
+                 "last value of the input window", lambda w, y, f, s: _sampled(y[:, :1], y, f, s)),
+                ("the choice is one hour off: sample's entry for hour h says how hour h's value is "
+                 "fed (to the step after it)",
+                 lambda w, y, f, s: torch.cat([w, torch.where(s[:, 1:, None], f[:, :-1], y[:, :-1])], 1)),
+                ("the inputs run the wrong way: step t read a later hour, not the one before it",
+                 lambda w, y, f, s: torch.cat([torch.where(s[..., None], f, y)[:, 1:], w], 1))]
+    judge(outputs, cases, _sampled, compared="the decoder inputs of the exercise's scheduled sampling",
+          mistakes=mistakes)
+    return (f"on {len(cases)} batches: the window's last value first, then each hour before a step, "
+            "true or forecast as sample says")
