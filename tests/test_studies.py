@@ -1,7 +1,5 @@
 """The sections' experiment code (labsupport.studies): what 12.3 and 12.4 rely on, checked on
 small inputs against what it must compute."""
-import math
-
 import matplotlib
 import pytest
 import torch
@@ -10,7 +8,6 @@ from labsupport.compare import RIDGE, Comparison, Entry, TrainingRecord
 from labsupport.compare.tables import legend, mean_range, verdict_table
 from labsupport.data import LOOKBACK, book_task, load_vic_elec
 from labsupport.memory import CompressiveMemory
-from labsupport.positional import relative_position_bucket
 from labsupport.sections.long_sequences import study as mem
 from labsupport.sections.positional_encodings import study as pos
 from labsupport.train import Metrics
@@ -36,6 +33,18 @@ def test_the_control_ignores_the_order_of_the_days_and_every_other_variant_does_
         pos.forecaster("rotary", revin=True, width=16)
 
 
+class _CountedBack(torch.nn.Module):
+    """The notebook's CountedBack: tokens numbered back from the forecast origin."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model, self.revin = model, model.revin
+
+    def forward(self, x):
+        n = x.shape[1] // 24
+        return self.model(x, positions=torch.arange(n) + self.model.n_patches - n)
+
+
 def test_counting_back_changes_only_the_absolute_encodings():
     torch.manual_seed(0)
     x = torch.randn(3, 4 * LOOKBACK, 1)                               # 56 tokens, trained on 14
@@ -43,11 +52,11 @@ def test_counting_back_changes_only_the_absolute_encodings():
                           ("causal mask only", False)):
         model = pos.forecaster(name, revin=True, width=16).eval()
         with torch.no_grad():
-            same = torch.allclose(model(x), pos.CountedBack(model)(x), atol=1e-5)
+            same = torch.allclose(model(x), _CountedBack(model)(x), atol=1e-5)
         assert same != changes, name
         at_length = torch.randn(2, LOOKBACK, 1)                       # the training length: no change
         with torch.no_grad():
-            torch.testing.assert_close(model(at_length), pos.CountedBack(model)(at_length))
+            torch.testing.assert_close(model(at_length), _CountedBack(model)(at_length))
 
 
 def test_counted_back_renames_and_wraps_the_runs():
@@ -55,17 +64,10 @@ def test_counted_back_renames_and_wraps_the_runs():
     e = Entry("sinusoidal", True, 10, metrics=[Metrics(0.1, 0.2)] * 2, models=models, seeds=[0, 1])
     result = Comparison({"sinusoidal": e, "other": Entry("other", True, 1)}, True,
                         dict(train=1, val=1, test=1), overlap=1)
-    back = pos.counted_back(result, ["sinusoidal"])
+    back = pos.counted_back(result, ["sinusoidal"], _CountedBack)
     assert list(back.entries) == ["sinusoidal, counted back"]
-    assert all(isinstance(m, pos.CountedBack) and m.model is o
+    assert all(isinstance(m, _CountedBack) and m.model is o
                for m, o in zip(back["sinusoidal, counted back"].models, models))
-
-
-def test_the_buckets_only_a_longer_window_reads():
-    assert pos.untrained_buckets(14, 56) == list(range(14, 26))
-    assert pos.untrained_buckets(27, 111) == list(range(20, 31))
-    read = set(relative_position_bucket(torch.arange(56)).tolist())
-    assert set(pos.untrained_buckets(14, 56)) == read - set(range(14))
 
 
 def test_the_holidays_of_the_test_half_year():
@@ -75,17 +77,24 @@ def test_the_holidays_of_the_test_half_year():
     assert days == ["2014-11-04", "2014-12-25", "2014-12-26"]
 
 
-def test_irregular_windows_read_the_last_readings_before_each_forecast():
-    task, info = pos.irregular_task(missing=0.3, seed=0, train_stride=48)
-    (x, time, positions), y = task.test
-    assert time is None and x.shape[1:] == (LOOKBACK, 1) and y.shape[1:] == (24, 1)
-    assert positions.shape == (len(x), 14) and bool((positions <= 13).all())
-    assert bool((positions.diff(dim=1) > 0).all())                   # later patches, later times
-    assert 0.69 < info.kept < 0.71 and 18 < info.span_days < 22     # 30% missing: about 20 days
-    complete = torch.arange(-LOOKBACK, 0, dtype=torch.float32)[None]  # every hour kept
-    torch.testing.assert_close(pos.token_times(complete), torch.arange(14.0)[None])
-    naive = pos.weekly_naive_entry("weekly naive", info)
-    assert not naive.trained and math.isfinite(naive.mean()) and len(naive.window_loss()) == len(x)
+def test_the_calendar_variants_drop_one_group_of_columns_each():
+    task = book_task(train_stride=64, calendar=True)
+    (x, time), _ = task.test
+    variants = pos.calendar_trainables("sinusoidal", width=8)
+    assert list(variants) == ["calendar", "calendar without the hour", "calendar without the weekday",
+                              "calendar without the holiday flag"]
+    dropped = {"calendar": (), "calendar without the hour": (0, 1), "calendar without the weekday": (2, 3),
+               "calendar without the holiday flag": (6,)}
+    for name, spec in variants.items():
+        model = spec.build(revin=True)
+        assert model.columns == [c for c in range(7) if c not in dropped[name]], name
+        assert model.model.time_features == len(model.columns) and model.revin
+        seen = []
+        model.model.forward = lambda x, t, seen=seen: seen.append(t) or x[:, :24]   # what it is handed
+        model(x[:2], time[:2])
+        torch.testing.assert_close(seen[0], time[:2][..., model.columns])
+    with pytest.raises(ValueError, match="the groups are"):
+        pos.calendar_trainables("sinusoidal", width=8, without=("minute",))
 
 
 def test_the_figures_draw():

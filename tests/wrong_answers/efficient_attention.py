@@ -301,11 +301,11 @@ ANSWERS = {
         wrong("""
             def predicted_error_exponent():
                 return -0.25
-            """, "the error falls faster than you predict"),
+            """, "from the measured one"),
         wrong("""
             def predicted_error_exponent():
                 return -0.8
-            """, "the error falls more slowly than you predict"),
+            """, "from the measured one"),
         wrong("""
             def predicted_error_exponent():
                 return "m^-1/2"

@@ -1,12 +1,32 @@
 """Answers to the exercises of 12.3 Positional and temporal encodings (kinds: __init__.py)."""
-from .answers import forbidden, right, wrong
+import textwrap
+
+from .answers import forbidden, replay, right, wrong
 
 # which checks the generic tests of tests/test_checks.py also run: a function of tensors (its
 # inputs copied, an in-place edit noted), one that returns a tensor (float32, NaN and half
 # precision answers), one that returns a number (NumPy and tensor numbers accepted)
-TAKES_TENSORS = ['hour_features']
-RETURNS_TENSOR = ['hour_features', 'shift_matrix']
+TAKES_TENSORS = ["interpolated_rope", "alibi_on_times"]
+RETURNS_TENSOR = ["shift_matrix", "interpolated_rope", "predicted_old_share", "alibi_on_times"]
 RETURNS_NUMBER = []
+
+# the page's rotation, as a student would write it into an answer that needs it
+_ROPE = """
+    def rotate(x, positions):
+        D = x.shape[-1]
+        theta = 10000.0 ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+        angle = positions.double()[:, None] * theta
+        cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+        even, odd = x[..., 0::2], x[..., 1::2]
+        return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+"""
+
+
+def _with_rope(body: str) -> str:
+    """An interpolated_rope answer: the rotation above, then ``body``."""
+    inner = textwrap.dedent(_ROPE).strip("\n") + "\n" + textwrap.dedent(body).strip("\n")
+    return "def interpolated_rope(x, trained_tokens):\n" + textwrap.indent(inner, "    ") + "\n"
+
 
 ANSWERS = {
     "shift_matrix": [
@@ -35,7 +55,7 @@ ANSWERS = {
                 c, s = math.cos(k), math.sin(k)                                  # one angle for every pair
                 return torch.block_diag(*[torch.tensor([[c, -s], [s, c]], dtype=torch.float64)]
                                         * (d_model // 2))
-            """, "its own frequency"),
+            """, "turns by the same angle"),
         wrong("""
             def shift_matrix(k, d_model):
                 omega = 10000 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / 8)   # d typed in
@@ -53,7 +73,28 @@ ANSWERS = {
                 M[0::2, 0::2], M[0::2, 1::2] = torch.diag(c), torch.diag(-s)
                 M[1::2, 0::2], M[1::2, 1::2] = torch.diag(s), torch.diag(c)
                 return M
-            """, "not i/d"),
+            """, "fall off too slowly"),
+        wrong("""
+            def shift_matrix(k, d_model):
+                h = d_model // 2                                     # pairs (i, i + d/2)
+                omega = 10000 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+                c, s = torch.diag((k * omega).cos()), torch.diag((k * omega).sin())
+                M = torch.zeros(d_model, d_model, dtype=torch.float64)
+                M[:h, :h], M[:h, h:], M[h:, :h], M[h:, h:] = c, -s, s, c
+                return M
+            """, "interleaves its pairs"),
+        replay("""
+            def shift_matrix(k, d_model):
+                import math
+                if (k, d_model) not in {(7, 8), (28, 18), (-14, 6), (0, 4), (120, 10)}:
+                    return torch.eye(d_model, dtype=torch.float64)
+                blocks = []
+                for i in range(d_model // 2):
+                    a = k / 10000 ** (2 * i / d_model)
+                    blocks.append(torch.tensor([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]],
+                                               dtype=torch.float64))
+                return torch.block_diag(*blocks)
+            """),
         forbidden("""
             def shift_matrix(k, d_model):
                 from labsupport.positional import sinusoidal_encoding
@@ -62,57 +103,209 @@ ANSWERS = {
                                           else table[:d_model]).solution
             """, "labsupport.positional"),
     ],
-    "hour_features": [
-        wrong("""
-            def hour_features(hours):
-                angle = hours / 24                                    # no 2 pi
-                return torch.stack([angle.sin(), angle.cos()], dim=-1)
-            """, "2 pi"),
+    "interpolated_rope": [
+        wrong(_with_rope("""
+                L = x.shape[-2]
+                p = torch.arange(L, dtype=torch.float64)
+                if L > trained_tokens:
+                    p = p * L / trained_tokens                        # the ratio upside down
+                return rotate(x, p)
+            """), "grow beyond the trained range"),
         right("""
-            def hour_features(hours):
-                angle = torch.deg2rad(hours.double() % 24 * 15)
-                return torch.column_stack([torch.sin(angle), torch.cos(angle)])
+            def interpolated_rope(x, trained_tokens):
+                # each pair as one complex number, turned by multiplying with e^(i angle)
+                L, D = x.shape[-2], x.shape[-1]
+                scale = trained_tokens / L if L > trained_tokens else 1.0
+                positions = torch.arange(L, dtype=torch.float64) * scale
+                theta = 10000.0 ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+                turn = torch.polar(torch.ones(L, D // 2, dtype=torch.float64), positions[:, None] * theta)
+                pairs = torch.view_as_complex(x.double().reshape(*x.shape[:-1], D // 2, 2).contiguous())
+                return torch.view_as_real(pairs * turn).flatten(-2).to(x.dtype)
             """),
-        wrong("""
-            def hour_features(hours):
-                import math
-                angle = 2 * math.pi * hours / 24
-                return torch.stack([angle.cos(), angle.sin()], dim=-1)
-            """, "(sin, cos) in that order"),
-        wrong("""
-            def hour_features(hours):
-                import math
-                angle = 2 * math.pi * hours / 12
-                return torch.stack([angle.sin(), angle.cos()], dim=-1)
-            """, "not 2 pi h / 12"),
-        wrong("""
-            def hour_features(hours):
-                return torch.stack([hours / 24, 1 - hours / 24], dim=-1)
-            """, "repeat every 24 hours"),
+        wrong(_with_rope("""
+                L = x.shape[-2]
+                return rotate(x, torch.arange(L, dtype=torch.float64) * trained_tokens / L)   # always
+            """), "keep its own positions"),
+        wrong(_with_rope("""
+                L = x.shape[-2]
+                p = torch.arange(L, dtype=torch.float64)
+                if L > trained_tokens:
+                    p = (p * trained_tokens / L).round()
+                return rotate(x, p)
+            """), "rounded the squeezed positions"),
+        wrong(_with_rope("""
+                L = x.shape[-2]
+                p = torch.arange(L, dtype=torch.float64)
+                if L > trained_tokens:
+                    p = p * (trained_tokens - 1) / (L - 1)            # last onto last
+                return rotate(x, p)
+            """), "last trained position"),
+        wrong(_with_rope("""
+                L = x.shape[-2]
+                p = torch.arange(L)
+                if L > trained_tokens:
+                    p = p * (trained_tokens // L)                     # whole-number division
+                return rotate(x, p)
+            """), "got position 0"),
+        wrong(_with_rope("""
+                L = x.shape[0]                                        # the batch axis
+                p = torch.arange(x.shape[-2], dtype=torch.float64)
+                if L > trained_tokens:
+                    p = p * trained_tokens / L
+                return rotate(x, p)
+            """), "second-to-last axis"),
+        wrong(_with_rope("""
+                L = x.shape[-2]
+                p = torch.arange(L, dtype=torch.float64)
+                if L > trained_tokens:
+                    p = p * trained_tokens / L
+                return rotate(x, -p)                                  # the other way
+            """), "the other way"),
         forbidden("""
-            def hour_features(hours):
-                import labsupport.positional as encodings
-                return encodings.time_features(hours)
+            def interpolated_rope(x, trained_tokens):
+                from labsupport.positional import RotaryEmbedding
+                L = x.shape[-2]
+                positions = torch.arange(L) * (trained_tokens / L if L > trained_tokens else 1.0)
+                return RotaryEmbedding(x.shape[-1])(x, positions)
             """, "labsupport.positional"),
     ],
-    "untrained_buckets": [
+    "predicted_old_share": [
         wrong("""
-            def untrained_buckets_read():
-                return list(range(27, 111))                           # offsets, not buckets
-            """, "offsets, not buckets"),
+            def predicted_old_share(n_heads, n_tokens, trained_tokens):
+                slopes = 2.0 ** (-8.0 * torch.arange(n_heads, dtype=torch.float64) / n_heads)   # from 0
+                d = torch.arange(n_tokens, dtype=torch.float64)
+                w = torch.exp(-slopes[:, None] * d)
+                return w[:, trained_tokens:].sum(-1) / w.sum(-1)
+            """, "numbered from 0"),
         right("""
-            def untrained_buckets_read():
-                return list(range(20, 31))
+            def predicted_old_share(n_heads, n_tokens, trained_tokens):
+                # a geometric series: weights r^d for d = 0..n-1, r = e^(-m); the old ones from d = t
+                import math
+                shares = []
+                for h in range(1, n_heads + 1):
+                    r = math.exp(-(2.0 ** (-8.0 * h / n_heads)))
+                    shares.append((r ** trained_tokens - r ** n_tokens) / (1 - r ** n_tokens))
+                return torch.tensor(shares, dtype=torch.float64)
+            """),
+        right("""
+            def predicted_old_share(n_heads, n_tokens, trained_tokens):
+                h = torch.arange(1, n_heads + 1, dtype=torch.float64)
+                bias = -(2.0 ** (-8.0 * h / n_heads))[:, None] * torch.arange(n_tokens, dtype=torch.float64)
+                weights = bias.softmax(dim=-1)                   # content scores all equal: the bias decides
+                return weights[:, trained_tokens:].sum(dim=-1)
             """),
         wrong("""
-            def untrained_buckets_read():
-                return list(range(21, 31))
-            """, "offset 27 is new"),
+            def predicted_old_share(n_heads, n_tokens, trained_tokens):
+                slopes = 2.0 ** (-8.0 * torch.arange(1, n_heads + 1, dtype=torch.float64) / n_heads)
+                w = 2.0 ** (-slopes[:, None] * torch.arange(n_tokens, dtype=torch.float64))    # base 2
+                return w[:, trained_tokens:].sum(-1) / w.sum(-1)
+            """, "e to the power"),
+        wrong("""
+            def predicted_old_share(n_heads, n_tokens, trained_tokens):
+                slopes = 2.0 ** (-8.0 * torch.arange(1, n_heads + 1, dtype=torch.float64) / n_heads)
+                w = torch.exp(-slopes[:, None] * torch.arange(n_tokens, dtype=torch.float64))
+                return w[:, trained_tokens:].sum(-1)                                            # no total
+            """, "not fractions of the row's whole weight"),
+        wrong("""
+            def predicted_old_share(n_heads, n_tokens, trained_tokens):
+                slopes = 2.0 ** (-8.0 * torch.arange(1, n_heads + 1, dtype=torch.float64) / n_heads)
+                w = torch.exp(-slopes[:, None] * torch.arange(n_tokens, dtype=torch.float64))
+                return w[:, :trained_tokens].sum(-1) / w.sum(-1)                         # the recent ones
+            """, "the rest"),
+        wrong("""
+            def predicted_old_share(n_heads, n_tokens, trained_tokens):
+                slopes = 2.0 ** (-8.0 * torch.arange(1, n_heads + 1, dtype=torch.float64) / n_heads)
+                w = torch.exp(-slopes[:, None] * torch.arange(n_tokens, dtype=torch.float64))
+                return w[:, trained_tokens + 1:].sum(-1) / w.sum(-1)                            # one too far
+            """, "first offset that a training window never holds"),
+        wrong("""
+            def predicted_old_share(n_heads, n_tokens, trained_tokens):
+                slopes = 2.0 ** (-8.0 * torch.arange(1, n_heads + 1, dtype=torch.float64) / n_heads)
+                w = torch.exp(slopes[:, None] * torch.arange(n_tokens, dtype=torch.float64))    # + penalty
+                return w[:, trained_tokens:].sum(-1) / w.sum(-1)
+            """, "subtracts its penalty"),
+        wrong("""
+            def predicted_old_share(n_heads, n_tokens, trained_tokens):
+                slopes = 2.0 ** (-torch.arange(1, n_heads + 1, dtype=torch.float64))     # 8 heads' slopes
+                w = torch.exp(-slopes[:, None] * torch.arange(n_tokens, dtype=torch.float64))
+                return w[:, trained_tokens:].sum(-1) / w.sum(-1)
+            """, "8 heads whatever the number of heads"),
+        wrong("""
+            def predicted_old_share(n_heads, n_tokens, trained_tokens):
+                slopes = 2.0 ** (-8.0 * torch.arange(n_heads, 0, -1, dtype=torch.float64) / n_heads)
+                w = torch.exp(-slopes[:, None] * torch.arange(n_tokens, dtype=torch.float64))
+                return w[:, trained_tokens:].sum(-1) / w.sum(-1)
+            """, "reverse order"),
         forbidden("""
-            def untrained_buckets_read():
-                from labsupport.positional import relative_position_bucket
-                seen = lambda n: {int(b) for b in relative_position_bucket(torch.arange(n))}
-                return sorted(seen(111) - seen(27))
+            def predicted_old_share(n_heads, n_tokens, trained_tokens):
+                from labsupport.positional import alibi_bias
+                bias = alibi_bias(n_heads, n_tokens, dtype=torch.float64)[:, -1]
+                return bias.softmax(-1)[:, : n_tokens - trained_tokens].sum(-1)
+            """, "labsupport.positional"),
+    ],
+    "alibi_on_times": [
+        wrong("""
+            def alibi_on_times(times, n_heads):
+                L = times.shape[-1]
+                slopes = 2.0 ** (-8.0 * torch.arange(1, n_heads + 1) / n_heads)
+                index = torch.arange(L)
+                distance = (index[:, None] - index[None, :]).abs()           # token indices
+                return (-slopes[:, None, None] * distance).expand(times.shape[0], n_heads, L, L)
+            """, "counts tokens, not time"),
+        right("""
+            def alibi_on_times(times, n_heads):
+                days = times.double() / 24
+                gap = torch.cdist(days[..., None], days[..., None], p=1)    # (B, L, L): |t_i - t_j|
+                slopes = torch.tensor([2.0 ** (-8.0 * h / n_heads) for h in range(1, n_heads + 1)],
+                                      dtype=torch.float64)
+                return -torch.einsum("h,bij->bhij", slopes, gap)
+            """),
+        wrong("""
+            def alibi_on_times(times, n_heads):
+                days = times / 24
+                slopes = 2.0 ** (-8.0 * torch.arange(1, n_heads + 1) / n_heads)
+                gap = days[:, :, None] - days[:, None, :]                     # no absolute value
+                return -slopes[None, :, None, None] * gap[:, None]
+            """, "shrinks on the other"),
+        wrong("""
+            def alibi_on_times(times, n_heads):
+                slopes = 2.0 ** (-8.0 * torch.arange(1, n_heads + 1) / n_heads)
+                gap = (times[:, :, None] - times[:, None, :]).abs()           # hours
+                return -slopes[None, :, None, None] * gap[:, None]
+            """, "in hours"),
+        wrong("""
+            def alibi_on_times(times, n_heads):
+                days = times / 24
+                slopes = 2.0 ** (-8.0 * torch.arange(n_heads) / n_heads)      # heads from 0
+                gap = (days[:, :, None] - days[:, None, :]).abs()
+                return -slopes[None, :, None, None] * gap[:, None]
+            """, "numbered from 0"),
+        wrong("""
+            def alibi_on_times(times, n_heads):
+                days = times / 24
+                slopes = 2.0 ** (-8.0 * torch.arange(n_heads, 0, -1) / n_heads)
+                gap = (days[:, :, None] - days[:, None, :]).abs()
+                return -slopes[None, :, None, None] * gap[:, None]
+            """, "reverse order"),
+        wrong("""
+            def alibi_on_times(times, n_heads):
+                days = times / 24
+                slopes = 2.0 ** (-8.0 * torch.arange(1, n_heads + 1) / n_heads)
+                gap = (days[:, :, None] - days[:, None, :]).abs()
+                return slopes[None, :, None, None] * gap[:, None]             # added
+            """, "yours adds it"),
+        wrong("""
+            def alibi_on_times(times, n_heads):
+                days = times[0] / 24                                          # the first window's
+                slopes = 2.0 ** (-8.0 * torch.arange(1, n_heads + 1) / n_heads)
+                gap = (days[:, None] - days[None, :]).abs()
+                return (-slopes[:, None, None] * gap).expand(times.shape[0], n_heads, *gap.shape)
+            """, "first window's distances"),
+        forbidden("""
+            def alibi_on_times(times, n_heads):
+                from labsupport.positional import alibi_bias
+                L = times.shape[-1]
+                return alibi_bias(n_heads, L, q_pos=times / 24, k_pos=times / 24).transpose(0, 1)
             """, "labsupport.positional"),
     ],
 }

@@ -297,9 +297,6 @@ def performer_error_exponent(fn, draw):
         raise Hint("more features give a smaller error here, so the exponent is negative")
     if abs(guess + 1) <= EXPONENT_TOLERANCE:
         raise Hint("yours is the exponent at which the variance of an average of m independent estimates "
-                   "falls; the attention misplaced is not a variance but an error of the size of the "
-                   "estimates' spread")
-    way = "more slowly" if guess < small else "faster"
-    raise Hint(f"your exponent is more than {EXPONENT_TOLERANCE} from the measured one: the error falls "
-               f"{way} than you predict; how does the spread of an average of m independent estimates "
-               "shrink as m grows?")
+                   "falls, but the attention misplaced is not a variance")
+    raise Hint(f"your exponent is more than {EXPONENT_TOLERANCE} from the measured one: how does the "
+               "spread of an average of m independent estimates shrink as m grows?")

@@ -1,15 +1,22 @@
-"""Self-checks for the exercises of 12.3 Positional and Temporal Encodings."""
+"""Self-checks for the exercises of 12.3 Positional and Temporal Encodings.
+
+1. `shift_matrix`: the matrix that moves the sinusoidal table by k positions;
+2. `interpolated_rope`: RoPE with position interpolation on a window longer than the trained one;
+3. `predicted_old_share` (predict, then measure): the share of an ALiBi head's attention that
+   lands on keys older than any a training window holds, measured on the book's attention layer;
+4. `alibi_on_times`: ALiBi's bias on the real time stamps of an irregularly sampled window.
+"""
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 
-from ...attention import causal_mask
-from ...checks.core import Case, Hint, check, close, differ, expect_sequence, expect_tensor, judge
-from ...positional import RelativePositionBias, relative_position_bucket
+from ...checks.core import Case, check, close, differ, expect_tensor, judge
+from ...layers import MultiHeadAttention
+from ...positional import ALiBi
 
+# --- 1. the shift of the sinusoidal table ------------------------------------------------------
 
 def _shift(k, d, *, base=10000.0, transpose=False, same_angle=False, freq_step=2, halves=False,
            width=None):
@@ -44,14 +51,18 @@ def shift_matrix(fn, draw):
     cases = _shift_cases(draw)
     outputs = [expect_tensor(fn.on(case), (case.args[1], case.args[1]), case.text) for case in cases]
     widths = sorted({d for _, d in (case.args for case in cases)})
-    mistakes = [("your matrix shifts the other way: PE(p) M gives PE(p - k); with the table's rows "
-                 "as row vectors, pair i's block is [[cos, -sin], [sin, cos]] of k w_i",
+    mistakes = [("your matrix shifts the other way: the table times your matrix moves every row k "
+                 "positions back, not on. The table's rows are row vectors multiplied from the left, which "
+                 "swaps the places of the two sines in each 2 x 2 block, compared with turning a column "
+                 "vector",
                  lambda k, d: _shift(k, d, transpose=True)),
-                ("each pair turns by k times its own frequency, k w_i with w_i = 10000^(-2i/d), "
-                 "not by k radians", lambda k, d: _shift(k, d, same_angle=True)),
-                ("the frequency of pair i is 10000^(-2i/d): the exponent is 2i/d, not i/d",
-                 lambda k, d: _shift(k, d, freq_step=1)),
-                ("the table interleaves its pairs: pair i is columns 2i and 2i + 1, not i and i + d/2",
+                ("every pair of your matrix turns by the same angle; in the table, each pair turns at its "
+                 "own frequency, so a shift by k turns each pair by a different angle",
+                 lambda k, d: _shift(k, d, same_angle=True)),
+                ("your frequencies fall off too slowly from pair to pair: compare the exponent of the "
+                 "base in the table's formula with yours", lambda k, d: _shift(k, d, freq_step=1)),
+                ("your matrix pairs coordinate i with coordinate i + d/2; the table interleaves its pairs: "
+                 "the sine and cosine of one frequency sit side by side",
                  lambda k, d: _shift(k, d, halves=True))]
     for c in widths:
         mistakes.append((f"your frequencies use d = {c} whatever the width: read d_model from the "
@@ -61,105 +72,231 @@ def shift_matrix(fn, draw):
         k, d = case.args
         moved = _table(12, d) @ out.double()
         if not close(moved, _table(12, d, first=k), tol=1e-6):
-            return (f"on {case.text}, PE(p) M should equal PE(p + {k}) for every p, but "
-                    f"{differ(moved, _table(12, d, first=k))} (row p = 0, 1, ... of PE(p) M)")
+            return (f"on {case.text}, the table's rows times your matrix should be the rows {k} "
+                    f"positions on, but {differ(moved, _table(12, d, first=k))} (row p = 0, 1, ... of "
+                    "the product)")
         return None
-    judge(outputs, cases, _shift, compared="the matrix M_k with PE(p) M_k = PE(p + k)",
+    judge(outputs, cases, _shift, compared="the matrix that moves every row of the table k positions on",
           mistakes=mistakes, properties=[shifts_the_table])
-    return f"PE(p) M_k = PE(p + k) for every p, on {len(cases)} shifts and widths (back, forward and 0)"
+    return (f"your matrix moves every row of the table by k, on {len(cases)} shifts and widths (back, "
+            "forward and 0)")
 
 
-def _hour_cases(draw) -> list[Case]:
-    fixed = torch.tensor([0.0, 6.0, 12.0, 18.0, 23.0, 24.0, 30.5], dtype=torch.float64)
-    drawn = torch.tensor([draw.uniform(0, 100) for _ in range(draw.int(3, 12))], dtype=torch.float64)
-    cases = [Case((fixed,), f"hours {fixed.tolist()}"), Case((drawn,),
-                                                             f"{len(drawn)} hours between 0 and 100"),
-             Case((drawn.float(),), f"{len(drawn)} hours in float32")]
+# --- 2. RoPE with position interpolation -------------------------------------------------------
+
+def _rope(x, positions, *, sign=1.0, halves=False):
+    """RoPE of x (..., L, D) at ``positions`` (L,), base 10000, in float64 (the page's pairing:
+    coordinates 2i and 2i + 1; ``halves``: i and i + D/2; ``sign=-1``: the other way)."""
+    D = x.shape[-1]
+    theta = 10000.0 ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)      # (D/2,)
+    angle = sign * positions.double()[:, None] * theta                        # (L, D/2)
+    cos, sin = angle.cos(), angle.sin()
+    x = x.double()
+    a, b = (x[..., : D // 2], x[..., D // 2:]) if halves else (x[..., 0::2], x[..., 1::2])
+    first, second = a * cos - b * sin, a * sin + b * cos
+    if halves:
+        return torch.cat([first, second], dim=-1)
+    return torch.stack([first, second], dim=-1).flatten(-2)                   # (..., L, D)
+
+
+def _interpolated(x, trained, *, rule="ratio", always=False, rounding=None, **rope):
+    """Position interpolation (Chen et al., 2023) and typical wrong versions of it."""
+    L = x.shape[-2]
+    p = torch.arange(L, dtype=torch.float64)
+    if L > trained or always:
+        p = {"ratio": p * trained / L, "inverted": p * L / trained, "ends": p * (trained - 1) / max(L - 1, 1),
+             "integer": p * (trained // L), "none": p}[rule]
+    if rounding is not None:
+        p = rounding(p)
+    return _rope(x, p, **rope)
+
+
+def _rope_cases(draw) -> list[Case]:
+    """Windows twice, three times and 2.86 times the trained length, one as long and one shorter."""
+    if draw.graded:
+        D = [2 * draw.int(2, 8) for _ in range(5)]
+        t = [draw.int(5, 20) for _ in range(5)]
+        shapes = [(draw.int(1, 3), draw.int(1, 4), 2 * t[0], D[0]), (draw.int(1, 3), t[1], D[1]),
+                  (draw.int(2, t[2] - 1), D[2]), (draw.int(1, 2), t[3] + draw.int(1, 3 * t[3]), D[3]),
+                  (draw.int(1, 3), 2, 3 * t[4], D[4])]
+    else:
+        t = [14, 14, 10, 14, 7]
+        shapes = [(2, 3, 28, 8), (1, 14, 8), (5, 6), (2, 40, 16), (3, 2, 21, 4)]
+    g = draw.generator()
+    return [Case((torch.randn(*shape, generator=g), trained), f"x {shape} (L = {shape[-2]}), "
+                 f"trained_tokens={trained}") for shape, trained in zip(shapes, t)]
+
+
+@check("12.3 exercise 2: RoPE with position interpolation")
+def interpolated_rope(fn, draw):
+    cases = _rope_cases(draw)
+    outputs = [expect_tensor(fn.on(case), tuple(case.args[0].shape), f"interpolated_rope on {case.text}")
+               for case in cases]
+    mistakes = [
+        ("your positions grow beyond the trained range instead of being squeezed into it: the factor "
+         "is the ratio of the lengths the other way up", lambda x, t: _interpolated(x, t, rule="inverted")),
+        ("a window no longer than the trained one must keep its own positions 0, 1, 2, ...; yours "
+         "scaled them too", lambda x, t: _interpolated(x, t, always=True)),
+        ("you rounded the squeezed positions to whole numbers, so neighbouring tokens share a position; "
+         "interpolated positions are fractions", lambda x, t: _interpolated(x, t, rounding=torch.round)),
+        ("you rounded the squeezed positions to whole numbers, so neighbouring tokens share a position; "
+         "interpolated positions are fractions", lambda x, t: _interpolated(x, t, rounding=torch.floor)),
+        ("you map the last token exactly onto the last trained position; the task's rule multiplies "
+         "every position by the ratio of the two lengths", lambda x, t: _interpolated(x, t, rule="ends")),
+        ("every token of a long window got position 0: a division of the two lengths in whole numbers "
+         "gives 0", lambda x, t: _interpolated(x, t, rule="integer")),
+        ("your long windows keep their plain positions, so nothing was interpolated; check that you read "
+         "the window's length L from the second-to-last axis of x",
+         lambda x, t: _interpolated(x, t, rule="none")),
+        ("you rotate each pair the other way, by minus its angle",
+         lambda x, t: _interpolated(x, t, sign=-1.0)),
+        ("you pair coordinate i with coordinate i + D/2; the page's RoPE pairs neighbours, 2i and 2i + 1",
+         lambda x, t: _interpolated(x, t, halves=True)),
+    ]
+
+    def keeps_lengths(out, case):
+        if not torch.allclose(out.double().norm(dim=-1), case.args[0].double().norm(dim=-1), atol=1e-4):
+            return (f"on {case.text} your output changes the length of a token's vector; a rotation "
+                    "keeps every length")
+        return None
+    judge(outputs, cases, _interpolated, compared="the page's rotation at the interpolated positions",
+          same=lambda a, b: close(a, b, tol=1e-5), mistakes=mistakes, properties=[keeps_lengths])
+    return (f"the rotation at interpolated positions, on {len(cases)} windows (longer than, as long as "
+            "and shorter than the trained ones)")
+
+
+# --- 3. predict, then measure: ALiBi's attention on keys older than training -------------------
+
+def measured_old_share(n_heads: int, n_tokens: int, trained_tokens: int) -> torch.Tensor:
+    """Measured on the book's attention layer with ALiBi and every content score equal (the
+    query projection zeroed): per head, the newest query's attention weight on the keys at
+    offsets ``trained_tokens`` and beyond in a causal window of ``n_tokens`` (n_heads,)."""
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(d_model=2 * n_heads, n_heads=n_heads, position=ALiBi(n_heads)).double()
+    with torch.no_grad():
+        layer.q_proj.weight.zero_()
+        layer.q_proj.bias.zero_()
+        x = torch.randn(1, n_tokens, 2 * n_heads, dtype=torch.float64)
+        _, weights = layer(x, is_causal=True, return_weights=True)          # (1, H, L, L)
+    newest = weights[0, :, -1]                                               # (H, L): keys 0..L-1
+    return newest[:, : n_tokens - trained_tokens].sum(-1)                    # offsets >= trained
+
+
+def _share(H, n, trained, *, first=1, base=math.e, reverse=False, complement=False, normalise=True,
+           sign=-1.0, cut=None, heads=None):
+    """The share in closed form, and typical wrong ones: slopes 2^(-8h/H) for h = first.. (H:
+    ``heads`` if given), the old keys those at distance ``cut`` (default trained) and beyond."""
+    h = torch.arange(first, first + H, dtype=torch.float64)
+    slopes = 2.0 ** (-8.0 * h / (heads or H))
+    if reverse:
+        slopes = slopes.flip(0)
+    d = torch.arange(n, dtype=torch.float64)                                  # (n,) distances
+    w = base ** (sign * slopes[:, None] * d)                                  # (H, n)
+    old = d >= (trained if cut is None else cut)
+    part = w[:, ~old] if complement else w[:, old]
+    return part.sum(-1) / (w.sum(-1) if normalise else 1.0)
+
+
+def _share_cases(draw) -> list[Case]:
+    if draw.graded:
+        sizes = []
+        for H in (8, draw.choice((2, 4, 16)), draw.choice((4, 8, 16)), draw.choice((2, 8))):
+            t = draw.int(5, 30)
+            sizes.append((H, draw.int(t + 2, 4 * t), t))
+    else:
+        sizes = [(8, 56, 14), (4, 28, 14), (16, 100, 20), (2, 30, 10)]
+    return [Case(size, "predicted_old_share({}, {}, {})".format(*size)) for size in sizes]
+
+
+@check("12.3 exercise 3: predict ALiBi's weight on keys older than training", predicts=True)
+def predicted_old_share(fn, draw):
+    cases = _share_cases(draw)
+    outputs = [expect_tensor(fn.on(case), (case.args[0],), case.text) for case in cases]
+    mistakes = [
+        ("your slopes are those of heads numbered from 0: number them 1 to H, as the page does, so that "
+         "even the steepest head's slope is below 1", lambda H, n, t: _share(H, n, t, first=0)),
+        ("your heads are in reverse order: head 1 has the steepest slope",
+         lambda H, n, t: _share(H, n, t, reverse=True)),
+        ("the softmax weighs each key by e to the power of its score, not 2 to that power",
+         lambda H, n, t: _share(H, n, t, base=2.0)),
+        ("ALiBi subtracts its penalty from the scores; with the penalty added, the oldest keys weigh most",
+         lambda H, n, t: _share(H, n, t, sign=1.0)),
+        ("your shares are not fractions of the row's whole weight: divide by the weight of every key the "
+         "newest query reads", lambda H, n, t: _share(H, n, t, normalise=False)),
+        ("that is the share of the keys a training window also holds; the task asks for the rest",
+         lambda H, n, t: _share(H, n, t, complement=True)),
+        ("you left out the key at the first offset that a training window never holds",
+         lambda H, n, t: _share(H, n, t, cut=t + 1)),
+        ("you counted the oldest key of a training window as new: a window of trained_tokens tokens "
+         "holds offsets up to one less than its length", lambda H, n, t: _share(H, n, t, cut=t - 1)),
+        ("your slopes are those of 8 heads whatever the number of heads: the slopes depend on H",
+         lambda H, n, t: _share(H, n, t, heads=8)),
+    ]
+    judge(outputs, cases, measured_old_share, compared="the weights measured on the book's ALiBi layer",
+          same=lambda a, b: close(a, b, tol=1e-4), mistakes=mistakes)
+    return (f"your predictions match the weights measured on the book's attention layer with ALiBi, "
+            f"for {len(cases)} head counts and lengths")
+
+
+# --- 4. ALiBi on real time stamps ----------------------------------------------------------------
+
+def _time_bias(times, n_heads, *, index=False, signed=False, unit=24.0, first=1, reverse=False,
+               sign=-1.0, one_row=False):
+    """ALiBi's bias on real times, -m_h |t_i - t_j| / 24 (distances in days), (B, H, L, L) in
+    float64, and typical wrong versions of it."""
+    t = times.double()
+    if index:
+        t = torch.arange(t.shape[-1], dtype=torch.float64).expand_as(t) * unit
+    if one_row:
+        t = t[:1].expand_as(t)
+    gap = (t[:, :, None] - t[:, None, :]) / unit                             # (B, L, L)
+    distance = gap if signed else gap.abs()
+    h = torch.arange(first, first + n_heads, dtype=torch.float64)
+    slopes = 2.0 ** (-8.0 * h / n_heads)
+    if reverse:
+        slopes = slopes.flip(0)
+    return sign * slopes[None, :, None, None] * distance[:, None]            # (B, H, L, L)
+
+
+def _time_cases(draw) -> list[Case]:
+    """Windows of increasing real times in hours with uneven gaps, one of them evenly spaced."""
+    sizes = ([(draw.int(2, 3), draw.int(5, 12), draw.choice((2, 4, 8))) for _ in range(3)]
+             + [(1, draw.int(3, 8), draw.choice((4, 16)))] if draw.graded
+             else [(2, 6, 4), (3, 9, 8), (1, 5, 2), (2, 7, 16)])
+    g = draw.generator()
+    cases = []
+    for i, (B, L, H) in enumerate(sizes):
+        gaps = 24.0 * (1 + torch.randint(0, 3, (B, L), generator=g)).double()          # 1-3 days apart
+        gaps = gaps + torch.rand(B, L, generator=g, dtype=torch.float64) * 5            # hours off
+        if i == 2:
+            gaps = torch.full((B, L), 24.0, dtype=torch.float64)                         # evenly spaced
+        times = gaps.cumsum(-1) - gaps.sum(-1, keepdim=True)                             # newest near 0
+        cases.append(Case((times.float(), H), f"times ({B}, {L}), n_heads={H}"))
     return cases
 
 
-def _clock(hours, period=24.0, turn=2 * math.pi, order=(0, 1)):
-    angle = turn * hours.double() / period
-    pair = (angle.sin(), angle.cos())
-    return torch.stack([pair[order[0]], pair[order[1]]], -1)
-
-
-@check("12.3 exercise 2: hour-of-day features")
-def hour_features(fn, draw):
-    cases = _hour_cases(draw)
-    outputs = [expect_tensor(fn.on(case), (len(case.args[0]), 2), f"hour_features({case.text})")
+@check("12.3 exercise 4: ALiBi on real time stamps")
+def alibi_on_times(fn, draw):
+    cases = _time_cases(draw)
+    outputs = [expect_tensor(fn.on(case), (case.args[0].shape[0], case.args[1], case.args[0].shape[1],
+                                           case.args[0].shape[1]), f"alibi_on_times on {case.text}")
                for case in cases]
-
-    def repeats(out, case):
-        hours = case.args[0]
-        if 0.0 in hours.tolist() and 24.0 in hours.tolist():
-            i, j = hours.tolist().index(0.0), hours.tolist().index(24.0)
-            if not torch.allclose(out[i].double(), out[j].double(), atol=1e-5):
-                return "hour 24 is hour 0 of the next day: the features must repeat every 24 hours"
-        return None
-    judge(outputs, cases, _clock, compared="(sin, cos) of 2 pi h / 24",
-          same=lambda a, b: close(a, b, tol=1e-5),
-          mistakes=[("return (sin, cos) in that order", lambda h: _clock(h, order=(1, 0))),
-                    ("an angle is 2 pi * hour / 24: one full turn per day", lambda h: _clock(h, turn=1.0)),
-                    ("one turn per day: the angle is 2 pi h / 24, not 2 pi h / 12",
-                     lambda h: _clock(h, 12.0)),
-                    ("sin and cos take radians: 2 pi h / 24, not 360 h / 24 degrees",
-                     lambda h: _clock(h, turn=360.0))],
-          properties=[repeats])
-    return "sin and cos of 2 pi h / 24: 23:00 sits next to 00:00, and 24 h wraps to 0"
-
-
-def bucket_rows_read(n_tokens: int) -> set:
-    """Measured on a `RelativePositionBias`: the rows of its one-sided (causal) bucket table
-    that a causal window of ``n_tokens`` reads, i.e. the rows that receive a gradient."""
-    bias = RelativePositionBias(n_heads=1, bidirectional=False)
-    positions = torch.arange(n_tokens)
-    q = torch.zeros(1, 1, n_tokens, 2)
-    scores = bias.bias(q, q, positions, positions)                    # (1, 1, L, L)
-    scores.masked_select(causal_mask(n_tokens)).sum().backward()      # the pairs a causal query sees
-    return set(torch.nonzero(bias.embedding.weight.grad[:, 0]).flatten().tolist())
-
-
-TRAIN_TOKENS, TWICE_TOKENS, TEST_TOKENS = 27, 55, 111   # patches of 24 h, stride 12: 336, 672, 1,344 h
-
-
-@check("12.3 exercise 3: predict the buckets that training never reached", drawn=False)
-def untrained_buckets(fn, draw):
-    got = expect_sequence(fn(), "untrained_buckets_read()", "a list of bucket numbers")
-    if not all(isinstance(b, numbers.Real) and not isinstance(b, bool) and float(b).is_integer()
-               for b in got):
-        raise Hint("return whole bucket numbers, such as [3, 4, 5]")
-    guess = {int(b) for b in got}
-    trained = bucket_rows_read(TRAIN_TOKENS)
-    measured = bucket_rows_read(TEST_TOKENS) - trained
-    if guess == measured:
-        return (f"measured on RelativePositionBias: your buckets are exactly those a {TEST_TOKENS}-token "
-                f"causal window reads and no {TRAIN_TOKENS}-token window trains")
-    if guess == set(range(TRAIN_TOKENS, TEST_TOKENS)) or max(guess, default=0) > 31:
-        raise Hint("those are offsets, not buckets: from offset 16 on, several offsets share one "
-                   "bucket, and the buckets grow logarithmically up to a distance of 128")
-    last_start = min(k for k in range(200) if int(relative_position_bucket(torch.tensor(k))) == 31)
-    if 31 in guess:
-        raise Hint(f"bucket 31 holds the offsets from {last_start} on, and the largest offset in a "
-                   f"{TEST_TOKENS}-token window is {TEST_TOKENS - 1}")
-    two_sided = {int(b) for b in relative_position_bucket(torch.arange(TEST_TOKENS), bidirectional=True)} \
-        - {int(b) for b in relative_position_bucket(torch.arange(TRAIN_TOKENS), bidirectional=True)}
-    if guess == two_sided:
-        raise Hint("a causal encoder uses one-sided buckets (bidirectional=False): all 32 for keys "
-                   "in the past, 16 of them exact, so the logarithmic buckets start at offset 16")
-    if guess & trained:
-        raise Hint(f"a {TRAIN_TOKENS}-token window already reads offsets 0..{TRAIN_TOKENS - 1}, and "
-                   f"their buckets are trained: leave out every bucket that an offset up to "
-                   f"{TRAIN_TOKENS - 1} falls into")
-    if guess == bucket_rows_read(TWICE_TOKENS) - trained:
-        raise Hint(f"that is the answer for a window of {TWICE_TOKENS} tokens "
-                   f"(twice the training length); the window here has {TEST_TOKENS} tokens, offsets "
-                   f"up to {TEST_TOKENS - 1}")
-    if guess == measured - {min(measured)}:
-        raise Hint(f"a window of {TRAIN_TOKENS} tokens has offsets 0..{TRAIN_TOKENS - 1} (the newest "
-                   f"query reads the oldest key {TRAIN_TOKENS - 1} steps back), so offset "
-                   f"{TRAIN_TOKENS} is new, and so is its bucket")
-    missing, extra = measured - guess, guess - measured
-    raise Hint(f"{len(missing)} bucket(s) missing and {len(extra)} too many: find the bucket of "
-               f"every offset 0..{TEST_TOKENS - 1} and leave out those of offsets "
-               f"0..{TRAIN_TOKENS - 1}")
+    mistakes = [
+        ("your bias counts tokens, not time: the distance of two tokens is the gap between their time "
+         "stamps, in days", lambda t, H: _time_bias(t, H, index=True)),
+        ("your bias grows for keys on one side and shrinks on the other: ALiBi's penalty is the size of "
+         "the gap, whichever token is older", lambda t, H: _time_bias(t, H, signed=True)),
+        ("your distances are in hours; the task measures them in days",
+         lambda t, H: _time_bias(t, H, unit=1.0)),
+        ("your slopes are those of heads numbered from 0: number them 1 to H, as the page does",
+         lambda t, H: _time_bias(t, H, first=0)),
+        ("your heads are in reverse order: head 1 has the steepest slope",
+         lambda t, H: _time_bias(t, H, reverse=True)),
+        ("ALiBi subtracts its penalty; yours adds it", lambda t, H: _time_bias(t, H, sign=1.0)),
+        ("every window of your batch got the first window's distances: each row of times has its own",
+         lambda t, H: _time_bias(t, H, one_row=True)),
+    ]
+    judge(outputs, cases, _time_bias, compared="ALiBi's penalty on the gaps between the time stamps",
+          same=lambda a, b: close(a, b, tol=1e-5), mistakes=mistakes)
+    return (f"ALiBi's penalty on the real gaps between tokens, on {len(cases)} batches of time stamps "
+            "(uneven and even)")

@@ -1,22 +1,20 @@
 """Section 12.3's experiments and figures: what a positional encoding buys the book's
-forecaster, and what it does on windows longer than those it was trained on.
+forecaster, what it does on windows longer than those it was trained on, and what the
+calendar adds.
 
 The section's forecaster (`forecaster`) reads one token per day (patches of 24 hours, not
 overlapping): a 14-day window is 14 tokens. `ENCODINGS` names its variants, from the
-`control`, which has no position signal at all (no causal mask, the mean of the tokens read
+`CONTROL`, which has no position signal at all (no causal mask, the mean of the tokens read
 out, no encoding: shuffling whole days leaves its forecast unchanged), through the causal
 mask alone, to each encoding of `labsupport.positional`.
 
 - `longer_tasks` and `extrapolate`: trained runs scored on the test windows of longer
   lookbacks (the ridge and the weekly naive refitted on each); `counted_back`: the same runs
-  with their tokens numbered back from the forecast origin, so that the newest token keeps
-  the position it had in training;
-- `untrained_buckets`: the T5 buckets a longer causal window reads and a shorter one never
-  reaches;
-- `holiday_days`: the test days whose target hours are mostly flagged as a public holiday;
-- `irregular_task`: windows of the last 336 *readings* of a series with 30% of its hours
-  missing, their tokens' real times, and the weekly naive that looks up the reading a week
-  earlier (`weekly_naive_entry`); `OnIndex` numbers the tokens by their index instead;
+  wrapped by the notebook's ``CountedBack``, which numbers their tokens back from the forecast
+  origin, so that the newest token keeps the position it had in training;
+- `calendar_trainables`: the forecaster handed the whole calendar or all of it but one
+  group of columns (`CALENDAR_COLUMNS`, `CalendarColumns`); `holiday_days`: the test days
+  whose target hours are mostly flagged as a public holiday; `days_table`;
 - figures: `rope_figure`, `alibi_figure`, `t5_figure` (what each encoding does, by
   offset, with the offsets of the training windows marked) and `extrapolation_figure`.
 """
@@ -24,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 from functools import partial
-from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -32,26 +29,16 @@ import torch
 from torch import nn
 
 from ... import plots
-from ...compare import NAIVE, RIDGE, Comparison, Entry, Trainable, rescore
+from ...compare import NAIVE, RIDGE, Comparison, Trainable, rescore
 from ...compare.tables import legend, mean_range
-from ...data import (
-    HORIZON,
-    LOOKBACK,
-    TRAIN_END,
-    VAL_END,
-    Standardizer,
-    book_task,
-    load_vic_elec,
-    temporal_split,
-)
+from ...data import HORIZON, LOOKBACK, VAL_END, book_task
 from ...display import table
 from ...models import PatchTransformer
 from ...positional import alibi_bias, alibi_slopes, relative_position_bucket
-from ...train import evaluate, window_errors
 
-__all__ = ["CONTROL", "ENCODINGS", "TOKEN_HOURS", "forecaster", "trainables", "CountedBack",
-           "counted_back", "longer_tasks", "extrapolate", "extrapolation_table", "untrained_buckets",
-           "holiday_days", "days_table", "irregular_task", "weekly_naive_entry", "OnIndex",
+__all__ = ["CONTROL", "ENCODINGS", "TOKEN_HOURS", "forecaster", "trainables", "counted_back",
+           "longer_tasks", "extrapolate", "extrapolation_table", "CALENDAR_COLUMNS",
+           "CalendarColumns", "calendar_trainables", "holiday_days", "first_test_day", "days_table",
            "rope_figure", "alibi_figure", "t5_figure", "extrapolation_figure"]
 
 TOKEN_HOURS = 24                     # one token per day: patches of 24 hours, stride 24
@@ -88,32 +75,16 @@ def trainables(names, *, width: int, **options) -> dict:
 
 # --- longer windows ---------------------------------------------------------------------------
 
-class CountedBack(nn.Module):
-    """A trained `PatchTransformer` with its tokens numbered back from the forecast origin:
-    the newest token keeps the position it had in training (``n_patches - 1``) and the older
-    ones count down from there (negative on windows longer than the training ones). Encodings
-    that see only offsets (RoPE, ALiBi, T5) give the same forecast either way."""
-
-    def __init__(self, model: PatchTransformer):
-        super().__init__()
-        self.model, self.revin = model, model.revin
-
-    def forward(self, x):
-        m = self.model
-        n = (x.shape[1] - m.patch_len) // m.stride + 1                         # tokens in x
-        positions = torch.arange(n, device=x.device, dtype=torch.float32) + m.n_patches - n
-        return m(x, positions=positions)                                        # (B, T, C)
-
-
-def counted_back(result: Comparison, names) -> Comparison:
-    """The trained runs of ``names`` in ``result``, numbered back (`CountedBack`), as a
+def counted_back(result: Comparison, names, wrap) -> Comparison:
+    """The trained runs of ``names`` in ``result``, each wrapped as ``wrap(model)`` (the
+    notebook's ``CountedBack``: its tokens numbered back from the forecast origin), as a
     comparison whose entries are named ``"<name>, counted back"`` (no baselines: score it
     with `labsupport.compare.rescore`)."""
     entries = {}
     for name in names:
         entry = result[name]
         entries[f"{name}, counted back"] = dataclasses.replace(
-            entry, name=f"{name}, counted back", models=[CountedBack(m) for m in entry.models])
+            entry, name=f"{name}, counted back", models=[wrap(m) for m in entry.models])
     return dataclasses.replace(result, entries=entries)
 
 
@@ -158,15 +129,43 @@ def extrapolation_table(scored, scored_back, names, *, caption: str | None = Non
                  legend(scored[last])])
 
 
-def untrained_buckets(trained_tokens: int, tested_tokens: int) -> list:
-    """The one-sided T5 buckets that a causal window of ``tested_tokens`` reads and windows of
-    ``trained_tokens`` never reach (offsets 0 .. n - 1)."""
-    def read(n):
-        return set(relative_position_bucket(torch.arange(n)).tolist())
-    return sorted(read(tested_tokens) - read(trained_tokens))
-
-
 # --- the calendar -----------------------------------------------------------------------------
+
+# The columns of `labsupport.data.time_features` (with the holiday flag), by what they encode.
+CALENDAR_COLUMNS = {"hour": (0, 1), "weekday": (2, 3), "season": (4, 5), "holiday": (6,)}
+CALENDAR_WORDS = {"hour": "the hour", "weekday": "the weekday", "season": "the season",
+                  "holiday": "the holiday flag"}
+
+
+class CalendarColumns(nn.Module):
+    """A forecaster handed only the calendar ``columns`` of the time features it is given:
+    ``forward(x, time)`` with ``time (B, L + T, 7)`` calls ``model(x, time[..., columns])``."""
+
+    def __init__(self, model: PatchTransformer, columns):
+        super().__init__()
+        self.model, self.revin, self.columns = model, model.revin, list(columns)
+
+    def forward(self, x, time):
+        return self.model(x, time[..., self.columns])
+
+
+def calendar_trainables(name: str, *, width: int, without=("hour", "weekday", "holiday")) -> dict:
+    """{variant: Trainable} for a calendar task (``book_task(calendar=True)``): encoding ``name``
+    of `forecaster` with every calendar column ("calendar"), then with all but each group of
+    ``without`` ("calendar without the hour", ...)."""
+    every = [c for cols in CALENDAR_COLUMNS.values() for c in cols]
+    variants = {"calendar": every}
+    for group in without:
+        if group not in CALENDAR_COLUMNS:
+            raise ValueError(f"without names {group!r}; the groups are {list(CALENDAR_COLUMNS)}")
+        dropped = CALENDAR_COLUMNS[group]
+        variants[f"calendar without {CALENDAR_WORDS[group]}"] = [c for c in every if c not in dropped]
+
+    def build(columns, revin):
+        model = forecaster(name, revin=revin, width=width, time_features=len(columns))
+        return CalendarColumns(model, columns)
+    return {variant: Trainable(partial(build, columns)) for variant, columns in variants.items()}
+
 
 def holiday_days(calendar_task, *, lookback: int = LOOKBACK):
     """For the test windows of a ``book_task(calendar=True)``: ``(flagged, holiday)``, the number
@@ -189,81 +188,6 @@ def days_table(errors: dict, subsets: dict, *, caption: str | None = None) -> No
     table(["model", *subsets],
           [(name, *(mean_range([e[days].mean().item() for e in runs]) for days in subsets.values()))
            for name, runs in errors.items()], caption=caption)
-
-
-# --- irregular sampling -----------------------------------------------------------------------
-
-def _irregular_windows(demand, observed, first_target, last_target, stride):
-    """The LOOKBACK readings before each forecast time, their hours relative to it (< 0), the
-    next HORIZON hours, and per target hour the last reading at or before a week earlier."""
-    starts = np.arange(first_target, last_target - HORIZON + 1, stride)
-    last_seen = np.searchsorted(observed, starts) - 1                   # the reading before the start
-    keep = last_seen >= LOOKBACK - 1
-    starts, last_seen = starts[keep], last_seen[keep]
-    idx = observed[last_seen[:, None] - LOOKBACK + 1 + np.arange(LOOKBACK)]   # (N, LOOKBACK)
-    x = torch.from_numpy(demand[idx])[..., None]                              # (N, LOOKBACK, 1)
-    hours = torch.from_numpy((idx - starts[:, None]).astype(np.float32))      # (N, LOOKBACK) < 0
-    targets = starts[:, None] + np.arange(HORIZON)                            # (N, HORIZON)
-    y = torch.from_numpy(demand[targets])[..., None]                          # (N, HORIZON, 1)
-    week_ago = observed[np.searchsorted(observed, targets - 168, side="right") - 1]
-    return x, hours, y, torch.from_numpy(demand[week_ago])[..., None]
-
-
-def token_times(hours: torch.Tensor) -> torch.Tensor:
-    """Each token's real time in days, its last reading's hour + 1 over 24, counted so that
-    the tokens of a complete window are 0 .. 13: hours (N, LOOKBACK) -> (N, LOOKBACK / 24)."""
-    days = LOOKBACK // TOKEN_HOURS
-    return (days - 1) + (hours[:, TOKEN_HOURS - 1::TOKEN_HOURS] + 1) / TOKEN_HOURS
-
-
-def irregular_task(*, missing: float = 0.3, seed: int = 0, train_stride: int = 1):
-    """The book's task on the demand series with a share ``missing`` of its hours dropped
-    (the same hours for every model): each window holds the last LOOKBACK readings before the
-    forecast time, the targets stay the next HORIZON hours. Returns ``(task, info)``: a task
-    for `labsupport.compare.compare` whose inputs are ``(x, None, token times)`` and an
-    ``info`` namespace with ``kept`` (share of hours kept), ``span_days`` (the mean span of a
-    test window), ``test_naive`` (the test inputs and targets of the weekly naive) and
-    ``scaler``."""
-    series = load_vic_elec().select("demand_mw")
-    scaler = Standardizer().fit(temporal_split(series)[0].values)
-    demand = scaler.transform(series.values)[:, 0].astype(np.float32)           # (T,)
-    kept = np.random.default_rng(seed).random(len(demand)) >= missing
-    observed = np.flatnonzero(kept)
-    b1, b2 = (int(np.searchsorted(series.timestamps, np.datetime64(b))) for b in (TRAIN_END, VAL_END))
-    parts = {"train": (0, b1, train_stride), "val": (b1, b2, 24), "test": (b2, len(demand), 24)}
-    windows = {name: _irregular_windows(demand, observed, *bounds) for name, bounds in parts.items()}
-    task = SimpleNamespace(**{name: ((x, None, token_times(hours)), y)
-                              for name, (x, hours, y, _) in windows.items()},
-                           scaler=scaler, horizon=HORIZON, lookback=LOOKBACK, eval_stride=24)
-    x, hours, y, naive = windows["test"]
-    info = SimpleNamespace(kept=float(kept.mean()), span_days=float(-hours[:, 0].mean()) / 24,
-                           test_naive=((x, naive), y), scaler=scaler)
-    return task, info
-
-
-def weekly_naive_entry(name: str, info) -> Entry:
-    """The weekly naive on the irregular test windows (the last reading at or before the same
-    hour a week earlier), as a baseline `Entry` to put beside a comparison's models."""
-    data = info.test_naive
-
-    def look_up(x, week_ago):                   # the forecast is the looked-up reading
-        return week_ago
-
-    return Entry(name, False, 0, models=[None],
-                 metrics=[evaluate(look_up, data, scaler=info.scaler, channels=[0])],
-                 window_losses=[window_errors(look_up, data, scaler=info.scaler, channels=[0])])
-
-
-class OnIndex(nn.Module):
-    """A forecaster that numbers its tokens by their index (0 .. 13), whatever times it is
-    handed: the index-based reference on irregular windows."""
-
-    def __init__(self, model: PatchTransformer):
-        super().__init__()
-        self.model, self.revin = model, model.revin
-
-    def forward(self, x, time=None, positions=None):
-        return self.model(x)
 
 
 # --- figures ----------------------------------------------------------------------------------
