@@ -128,12 +128,6 @@ def test_a_verdict_table_has_one_column_per_reference(capsys):
 
 # --- 12.4 ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("layers", [1, 2, 3])
-def test_the_reach_of_the_first_and_the_last_position_of_a_segment(layers):
-    assert mem.reach(layers, position=0, segment=4, mem_len=4, n_segments=5, d=8) == 4 * layers
-    assert mem.reach(layers, position=3, segment=4, mem_len=4, n_segments=5, d=8) == 3 + 4 * layers
-
-
 def test_memory_snapshots_are_the_slots_of_the_library_memory_at_each_midnight():
     hours = torch.randn(1, 24 * 10, 1, dtype=torch.float64)
     snaps = mem.memory_snapshots(hours, 24, 3, 8)

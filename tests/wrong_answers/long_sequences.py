@@ -1,113 +1,171 @@
 """Answers to the exercises of 12.4 Long sequences and memory; the kinds are explained in __init__.py."""
-from .answers import forbidden, right, wrong
+from .answers import forbidden, replay, right, wrong
 
 # which checks the generic tests of tests/test_checks.py also run: a function of tensors (its
 # inputs copied, an in-place edit noted), one that returns a tensor (float32, NaN and half
 # precision answers), one that returns a number (NumPy and tensor numbers accepted)
-TAKES_TENSORS = ['online_step', 'compress_update']
+TAKES_TENSORS = ["causal_tiled_attention", "merge_partials"]
 RETURNS_TENSOR = []
-RETURNS_NUMBER = []
+RETURNS_NUMBER = ["cache_bytes"]
+
+# the tiled loop of the page with a causal twist: {skip} replaces the key loop's range, {mask}
+# the masking of a tile (rows, cols: the positions of its queries and keys)
+_TILED = """
+    def causal_tiled_attention(q, k, v, block):
+        L, out = len(q), []
+        for i in range(0, L, block):
+            qi = q[i:i + block] / q.shape[-1] ** 0.5
+            rows = torch.arange(i, i + len(qi))[:, None]
+            m = torch.full((len(qi), 1), float("-inf"), dtype=q.dtype)
+            l = torch.zeros(len(qi), 1, dtype=q.dtype)
+            acc = torch.zeros(len(qi), v.shape[-1], dtype=q.dtype)
+            for j in {skip}:
+                s = qi @ k[j:j + block].T
+                cols = torch.arange(j, j + s.shape[1])[None, :]
+                {mask}
+                m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+                p = (s - m_new).exp()
+                fix = (m - m_new).exp().nan_to_num(0.0)
+                l, acc, m = l * fix + p.sum(-1, keepdim=True), acc * fix + p @ v[j:j + block], m_new
+            out.append(acc / l)
+        return torch.cat(out)
+    """
+
+
+def _tiled(skip="range(0, i + len(qi), block)", mask="s = s.masked_fill(cols > rows, float('-inf'))"):
+    return _TILED.replace("{skip}", skip).replace("{mask}", mask)
+
+
+_MERGE = """
+    def merge_partials(m1, l1, acc1, m2, l2, acc2):
+        {body}
+    """
+
+
+def _merge(body):
+    return _MERGE.replace("{body}", body)
+
+
+_CACHE = """
+    def cache_bytes(batch, n_layers, d_model, mem_len, cmem_len, rate, dtype):
+        size = torch.tensor([], dtype=dtype).element_size()
+        return {expression}
+    """
+
+
+def _cache(expression):
+    return _CACHE.replace("{expression}", expression)
+
 
 ANSWERS = {
-    "online_step": [
-        wrong("""
-            def online_step(m, l, acc, scores, v):
-                m_new = torch.maximum(m, scores.amax(-1, keepdim=True))
-                p = (scores - m_new).exp()
-                fix = (m - m_new).exp()
-                return m_new, l * fix + p.sum(-1, keepdim=True), acc + p @ v   # acc not rescaled
-            """, "multiply the old l and the old acc"),
+    "causal_tiled_attention": [
+        wrong(_tiled(skip="range(0, L, block)"), "tiles that lie entirely above the diagonal too"),
+        right(_tiled()),
         right("""
-            def online_step(m, l, acc, scores, v):
-                m_new = torch.max(torch.cat([m, scores], dim=-1), dim=-1, keepdim=True).values
-                p = torch.exp(scores - m_new)
-                scale = torch.exp(m - m_new)
-                return m_new, scale * l + p.sum(dim=-1, keepdim=True), scale * acc + p @ v
+            def causal_tiled_attention(q, k, v, block):
+                # rows one block at a time; the keys of a block in one piece up to the block's end
+                L, d = q.shape
+                outs = []
+                for start in range(0, L, block):
+                    stop = min(start + block, L)
+                    s = q[start:stop] @ k[:stop].T / d ** 0.5
+                    later = torch.arange(stop)[None, :] > torch.arange(start, stop)[:, None]
+                    outs.append(torch.softmax(s.masked_fill(later, float("-inf")), dim=-1) @ v[:stop])
+                return torch.cat(outs)
             """),
-        wrong("""
-            def online_step(m, l, acc, scores, v):
-                m_new = scores.amax(-1, keepdim=True)                  # the tile's own maximum
-                p = (scores - m_new).exp()
-                fix = (m - m_new).exp()
-                return m_new, l * fix + p.sum(-1, keepdim=True), acc * fix + p @ v
-            """, "running maximum"),
-        wrong("""
-            def online_step(m, l, acc, scores, v):
-                p = scores.exp()                                       # no maximum subtracted
-                m_new = torch.maximum(m, scores.amax(-1, keepdim=True))
-                return m_new, l + p.sum(-1, keepdim=True), acc + p @ v
-            """, "overflows"),
+        wrong(_tiled(skip="range(0, L, block)", mask="pass"), "without a mask"),
+        wrong(_tiled(mask="pass"), "inside a tile that the diagonal crosses"),
+        wrong(_tiled(skip="range(0, L, block)",
+                     mask="s = s.masked_fill((cols - j) > (rows - i), float('-inf'))"),
+              "positions inside each tile"),
+        wrong(_tiled(mask="s = s.masked_fill(cols >= rows, float('-inf'))"), "its own position"),
+        wrong(_tiled(skip="range(0, i, block)"), "the tile on the diagonal holds"),
+        wrong(_tiled().replace("/ q.shape[-1] ** 0.5", ""), "square root of the head width"),
+        replay("""
+            def causal_tiled_attention(q, k, v, block):
+                L = q.shape[0]
+                if (L, block) not in {(14, 4), (16, 4), (3, 6), (1, 4), (21, 4)}:   # the practice inputs
+                    return v
+                outs = []
+                for start in range(0, L, block):
+                    stop = min(start + block, L)
+                    s = q[start:stop] @ k[:stop].T / q.shape[-1] ** 0.5
+                    later = torch.arange(stop)[None, :] > torch.arange(start, stop)[:, None]
+                    outs.append(torch.softmax(s.masked_fill(later, float("-inf")), dim=-1) @ v[:stop])
+                return torch.cat(outs)
+            """),
         forbidden("""
-            def online_step(m, l, acc, scores, v):
+            def causal_tiled_attention(q, k, v, block):
+                import torch.nn.functional as F
+                return F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=True)[0]
+            """, "scaled_dot_product_attention"),
+        forbidden("""
+            def causal_tiled_attention(q, k, v, block):
                 from labsupport.attention import flash_attention
-                m_new = torch.maximum(m, scores.amax(-1, keepdim=True))
-                p = (scores - m_new).exp()
-                fix = (m - m_new).exp()
-                flash_attention
-                return m_new, l * fix + p.sum(-1, keepdim=True), acc * fix + p @ v
+                return flash_attention(q[None, None], k[None, None], v[None, None], is_causal=True,
+                                       block_size=block)[0, 0]
             """, "labsupport.attention"),
     ],
-    "compress_update": [
-        wrong("""
-            def compress_update(memory, compressed, h, mem_len, cmem_len, rate):
-                states = torch.cat([memory, h], dim=1)
-                kept, gone = states[:, :mem_len], states[:, mem_len:]         # evicts the newest
-                B, n, d = gone.shape
-                slots = gone.reshape(B, n // rate, rate, d).mean(2)
-                return kept, torch.cat([compressed, slots], dim=1)[:, -cmem_len:]
-            """, "keeps the newest states"),
+    "merge_partials": [
+        wrong(_merge("m = torch.maximum(m1, m2)\n        return m, l1 + l2, acc1 + acc2"),
+              "taken against different maxima"),
+        right(_merge("m = torch.maximum(m1, m2)\n"
+                     "        f1, f2 = (m1 - m).exp(), (m2 - m).exp()\n"
+                     "        return m, l1 * f1 + l2 * f2, acc1 * f1 + acc2 * f2")),
+        right(_merge("m = torch.where(m1 > m2, m1, m2)\n"
+                     "        w = torch.stack([m1 - m, m2 - m]).exp()\n"
+                     "        return m, w[0] * l1 + w[1] * l2, w[0] * acc1 + w[1] * acc2")),
+        wrong(_merge("f2 = (m2 - m1).exp()\n        return m1, l1 + l2 * f2, acc1 + acc2 * f2"),
+              "assumes that the first part holds the larger maximum"),
+        wrong(_merge("m = torch.maximum(m1, m2)\n"
+                     "        f1, f2 = (m - m1).exp(), (m - m2).exp()\n"
+                     "        return m, l1 * f1 + l2 * f2, acc1 * f1 + acc2 * f2"), "wrong way round"),
+        wrong(_merge("m = torch.maximum(m1, m2)\n"
+                     "        f1, f2 = (m1 - m).exp(), (m2 - m).exp()\n"
+                     "        return m, l1 * f1 + l2 * f2, acc1 + acc2"), "weighted sums acc are not"),
+        wrong(_merge("m = torch.maximum(m1, m2)\n"
+                     "        f1, f2 = (m1 - m).exp(), (m2 - m).exp()\n"
+                     "        return m, l1 + l2, acc1 * f1 + acc2 * f2"), "normalisers l are not"),
+        wrong(_merge("m = torch.maximum(m1, m2)\n"
+                     "        out = (acc1 / l1 + acc2 / l2) / 2\n"
+                     "        return m, torch.ones_like(l1), out"), "counts for one half"),
+        wrong(_merge("m = torch.minimum(m1, m2)\n"
+                     "        f1, f2 = (m1 - m).exp(), (m2 - m).exp()\n"
+                     "        return m, l1 * f1 + l2 * f2, acc1 * f1 + acc2 * f2"), "overflows"),
+        forbidden(_merge("from labsupport.sections.long_sequences.checks import _merged\n"
+                         "        m = torch.maximum(m1, m2)\n"
+                         "        f1, f2 = (m1 - m).exp(), (m2 - m).exp()\n"
+                         "        _merged\n"
+                         "        return m, l1 * f1 + l2 * f2, acc1 * f1 + acc2 * f2"),
+                  "labsupport.sections"),
+    ],
+    "cache_bytes": [
+        wrong(_cache("batch * (mem_len + cmem_len) * d_model * size"), "the cache is per layer"),
+        right(_cache("batch * n_layers * (mem_len + cmem_len) * d_model * size")),
         right("""
-            def compress_update(memory, compressed, h, mem_len, cmem_len, rate):
-                states = torch.cat([memory, h], dim=1)
-                evict = max(states.shape[1] - mem_len, 0)
-                slots = [states[:, i:i + rate].mean(dim=1, keepdim=True) for i in range(0, evict, rate)]
-                compressed = torch.cat([compressed, *slots], dim=1)
-                start = max(compressed.shape[1] - cmem_len, 0)
-                return states[:, evict:], compressed[:, start:]
+            def cache_bytes(batch, n_layers, d_model, mem_len, cmem_len, rate, dtype):
+                bits = torch.finfo(dtype).bits
+                per_layer = (mem_len + cmem_len) * d_model * bits // 8
+                return n_layers * batch * per_layer
             """),
-        right("""
-            def compress_update(memory, compressed, h, mem_len, cmem_len, rate):
-                import torch.nn.functional as F
-                states = torch.cat([memory, h], dim=1)
-                evict = max(states.shape[1] - mem_len, 0)
-                slots = F.avg_pool1d(states[:, :evict].transpose(1, 2), rate).transpose(1, 2) if evict \
-                    else states[:, :0]
-                compressed = torch.cat([compressed, slots], dim=1)
-                kept = min(compressed.shape[1], cmem_len)
-                return states[:, evict:], compressed[:, compressed.shape[1] - kept:]
+        wrong(_cache("n_layers * (mem_len + cmem_len) * d_model * size"), "own cache"),
+        wrong(_cache("2 * batch * n_layers * (mem_len + cmem_len) * d_model * size"),
+              "not a key and a value"),
+        wrong(_cache("batch * n_layers * (mem_len + cmem_len) * d_model * torch.finfo(dtype).bits"),
+              "counts bits"),
+        wrong(_cache("batch * n_layers * (mem_len + cmem_len) * d_model * 4"), "depends on the dtype"),
+        wrong(_cache("batch * n_layers * (mem_len + rate * cmem_len) * d_model * size"), "count slots"),
+        wrong(_cache("batch * n_layers * mem_len * d_model * size"), "compressed slots are held too"),
+        replay("""
+            def cache_bytes(batch, n_layers, d_model, mem_len, cmem_len, rate, dtype):
+                seen = {(2, 3, 8): 1152, (3, 2, 4): 2880, (3, 2, 6): 576, (2, 4, 6): 288, (2, 1, 10): 1040}
+                return seen.get((batch, n_layers, d_model), 0)
             """),
-        wrong("""
-            def compress_update(memory, compressed, h, mem_len, cmem_len, rate):
-                states = torch.cat([memory, h], dim=1)
-                evict = max(states.shape[1] - mem_len, 0)
-                B, n, d = states[:, :evict].shape
-                slots = states[:, :evict].reshape(B, n // rate, rate, d).mean(2)
-                joined = torch.cat([compressed, slots], dim=1)
-                return states[:, evict:], joined[:, :cmem_len]                 # the first slots
-            """, "most recent cmem_len slots"),
-        wrong("""
-            def compress_update(memory, compressed, h, mem_len, cmem_len, rate):
-                states = torch.cat([memory, h], dim=1)
-                evict = max(states.shape[1] - mem_len, 0)
-                B, n, d = states[:, :evict].shape
-                slots = states[:, :evict].reshape(B, n // rate, rate, d).sum(2)             # a sum
-                joined = torch.cat([compressed, slots], dim=1)
-                return states[:, evict:], joined[:, max(joined.shape[1] - cmem_len, 0):]
-            """, "a sum grows with the rate"),
-        wrong("""
-            def compress_update(memory, compressed, h, mem_len, cmem_len, rate):
-                states = torch.cat([memory, h], dim=1)
-                evict = max(states.shape[1] - mem_len, 0)
-                slots = states[:, :evict:rate]                                # every rate-th state
-                joined = torch.cat([compressed, slots], dim=1)
-                return states[:, evict:], joined[:, max(joined.shape[1] - cmem_len, 0):]
-            """, "every `rate`-th state"),
         forbidden("""
-            def compress_update(memory, compressed, h, mem_len, cmem_len, rate):
-                from labsupport.memory import CompressiveMemory
-                memory_module = CompressiveMemory(h.shape[-1], mem_len=mem_len, cmem_len=cmem_len, rate=rate)
-                return memory_module.double().update(memory, compressed, h)
-            """, "labsupport.memory"),
+            def cache_bytes(batch, n_layers, d_model, mem_len, cmem_len, rate, dtype):
+                from labsupport.sections.long_sequences.checks import measured_cache_bytes
+                return measured_cache_bytes(batch, n_layers, d_model, mem_len, cmem_len, rate, dtype)
+            """, "labsupport.sections"),
     ],
     "kept_fractions": [
         wrong("""
@@ -124,30 +182,30 @@ ANSWERS = {
             def kept_fractions():
                 return {24: 0.0, 168: 0.5, 8766: 1.0}
             """, "a seventh of a week"),
+        wrong("""
+            def kept_fractions():
+                return {24: 0.0, 168: 0.97, 8766: 0.5}
+            """, "1/365 of a year"),
+        wrong("""
+            def kept_fractions():
+                return {24: 0, 168: 97, 8766: 100}
+            """, "not as a percentage"),
+        wrong("""
+            def kept_fractions():
+                return [0.0, 0.97, 1.0]
+            """, "keys 24, 168 and 8766"),
+        wrong("""
+            def kept_fractions():
+                return {"24": 0.0, "168": 0.97, "8766": 1.0}
+            """, "as whole numbers"),
+        wrong("""
+            def kept_fractions():
+                return {24: 0.5, 168: 0.97, 8766: 1.0}                 # half of the day survives
+            """, "your daily prediction is off"),
         forbidden("""
             def kept_fractions():
                 from labsupport.sections.long_sequences.checks import measured_kept_fractions
                 return measured_kept_fractions()
-            """, "labsupport.sections"),
-    ],
-    "stride_saving": [
-        wrong("""
-            def stride_saving():
-                return 12                                             # fewer tokens, not their square
-            """, "square of the token count"),
-        right("""
-            def stride_saving():
-                tokens = [(336 - 24) // s + 1 for s in (1, 12)]
-                return (tokens[0] / tokens[1]) ** 2
-            """),
-        wrong("""
-            def stride_saving():
-                return 144
-            """, "S^2 rule"),
-        forbidden("""
-            def stride_saving():
-                from labsupport.sections.long_sequences.checks import measured_stride_saving
-                return measured_stride_saving()[0]
             """, "labsupport.sections"),
     ],
 }

@@ -1,176 +1,338 @@
-"""Self-checks for the exercises of 12.4 Long Sequences and Memory."""
+"""Self-checks for the exercises of 12.4 Long Sequences and Memory.
+
+1. `causal_tiled_attention`: the tiled loop with a causal mask that skips every tile lying
+   entirely above the diagonal; checked on its output and on the work of its matrix products.
+2. `merge_partials`: two partial softmax results over disjoint keys merged into one.
+3. `cache_bytes`: the bytes a full Transformer-XL (or compressive) cache holds, against the
+   state of a `SegmentRecurrentEncoder` measured after a stream that fills it.
+4. `kept_fractions`: a prediction of the amplitude of three cycles that daily means keep,
+   against the library's mean pooling.
+"""
 from __future__ import annotations
 
 import math
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
-from ...checks.core import Case, Hint, check, close, differ, expect_number, expect_tensor, judge
+from ...checks.core import (
+    Case,
+    Hint,
+    check,
+    close,
+    expect,
+    expect_number,
+    expect_tensor,
+    judge,
+    off_by,
+    shapes,
+)
 
-
-def _run_tiles(step, scores, v, tile, text):
-    """Feed one row block's scores (n, S) tile by tile through ``step``; return (acc / l, m)."""
-    n = scores.shape[0]
-    m = torch.full((n, 1), float("-inf"), dtype=torch.float64)
-    l = torch.zeros(n, 1, dtype=torch.float64)
-    acc = torch.zeros(n, v.shape[-1], dtype=torch.float64)
-    for j in range(0, scores.shape[1], tile):
-        block = scores[:, j:j + tile]
-        state = step(m, l, acc, block, v[j:j + tile],
-                     case=f"{text}, the tile of columns {j}..{j + block.shape[1] - 1}")
-        if not (isinstance(state, tuple) and len(state) == 3):
-            raise Hint(f"return the new state as a tuple (m, l, acc), got {type(state).__name__}")
-        m, l, acc = (expect_tensor(t, like.shape, f"online_step's {name}", finite=False)
-                     for t, like, name in zip(state, (m, l, acc), ("m", "l", "acc")))
-    return acc / l, m
+FUSED = ("torch.nn.functional.scaled_dot_product_attention",
+         "torch.nn.functional.multi_head_attention_forward", "torch.nn.MultiheadAttention")
 
 
-def _online_cases(draw) -> list[tuple]:
-    """(scores (n, S), v (S, dv), tile, words): S not a multiple of the tile, scores in the
-    hundreds, a maximum that rises in the last tile (an acc or l left unrescaled shows on
-    every row) and one that falls by thousands from one tile to the next."""
-    n, S, dv, tile = draw.int(2, 6), draw.int(9, 15), draw.int(1, 4), draw.int(3, 5)
-    while S % tile == 0:
-        S += 1
-    plain = draw.randn(n, S)
-    cases = [(plain, draw.randn(S, dv), tile, f"scores {tuple(plain.shape)} in tiles of {tile}"),
-             (plain * 400, draw.randn(S, dv), tile,
-              f"scores {tuple(plain.shape)} of a few hundred, in tiles of {tile}")]
-    rising = draw.randn(n, 2 * tile + 1)
-    rising[:, -1] += 8.0                            # every row's maximum comes in its last tile
-    cases.append((rising, draw.randn(2 * tile + 1, dv), tile,
-                  f"scores {tuple(rising.shape)} whose maximum comes in the last tile of {tile}"))
-    falling = draw.randn(n, 2 * tile)
-    falling[:, :tile] += 5000.0                     # the first tile's maximum is thousands above the next's
-    cases.append((falling, draw.randn(2 * tile, dv), tile,
-                  f"scores {tuple(falling.shape)} whose maximum falls by 5000 after the first tile "
-                  f"of {tile}"))
-    one = draw.randn(1, draw.int(1, 3))
-    cases.append((one, draw.randn(one.shape[1], dv), 4, f"scores {tuple(one.shape)}, one tile"))
-    return cases
+# --- exercise 1: causal tile skipping ----------------------------------------------------------
+
+def _causal(q, k, v, *, strict=False, mask=True):
+    """Causal attention (float64 where the inputs are), explicitly; ``strict``: no key j = i."""
+    L = q.shape[0]
+    scores = q @ k.T / math.sqrt(q.shape[-1])
+    if mask:
+        i = torch.arange(L)
+        allowed = (i[None, :] < i[:, None]) if strict else (i[None, :] <= i[:, None])
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    return scores.softmax(-1) @ v
 
 
-@check("12.4 exercise 1: one step of the online softmax")
-def online_step(fn, draw):
-    for scores, v, tile, text in _online_cases(draw):
-        got, m = _run_tiles(fn, scores, v, tile, text)
-        want = scores.softmax(-1) @ v
-        last_tile_max = scores[:, (scores.shape[1] - 1) // tile * tile:].amax(-1, keepdim=True)
-        row_max = scores.amax(-1, keepdim=True)
-        if got.shape == want.shape and close(got, want, tol=1e-9):
-            if not close(m.double(), row_max):
-                raise Hint(f"on {text}, acc / l is right but the m you return is not the running "
-                           "maximum, max(m, the tile's maximum); the next tile relies on it")
-            continue
-        if not close(m.double(), row_max) and close(m.double(), last_tile_max):
-            raise Hint(f"on {text}: m must be the running maximum, max(m, the tile's maximum); with "
-                       "the tile's own maximum, exp(m_old - m_new) overflows once the maximum falls")
-        if not torch.isfinite(got).all():
-            raise Hint(f"on {text}, the result holds inf or NaN: exp() of a large number overflows; "
-                       "subtract the running maximum before exponentiating")
-        one_tile, _ = _run_tiles(fn, scores, v, scores.shape[1], text)
-        if close(one_tile, want, tol=1e-9):
-            raise Hint(f"on {text}, one tile is right but several are not: when the running maximum "
-                       "grows, multiply the old l and the old acc by exp(m_old - m_new)")
-        raise Hint(f"on {text}, acc / l after every tile should equal softmax(scores) @ v, but "
-                   f"{differ(got, want, 1e-9)}: p = exp(scores - m_new), l = l exp(m_old - m_new) + "
-                   "sum of p, acc = acc exp(m_old - m_new) + p @ v")
-    return ("running max, normaliser and output, rescaled by exp(m_old - m_new): exact, tile by tile, "
-            "also when the maximum rises in the last tile or falls by thousands")
+def _tiles(q, k, v, block, *, upper=True, diagonal=True, mask="global"):
+    """The tiled loop (online softmax) with typical causal variants: ``upper`` computes the tiles
+    above the diagonal, ``diagonal`` the tiles the diagonal crosses; ``mask`` is "global" (key
+    j <= query i in the whole sequence), "local" (the same inside every tile, by tile-local
+    indices) or None."""
+    L, out = q.shape[0], []
+    for i in range(0, L, block):
+        qi = q[i:i + block] / math.sqrt(q.shape[-1])
+        m = torch.full((len(qi), 1), float("-inf"), dtype=q.dtype)
+        s_sum = torch.zeros(len(qi), 1, dtype=q.dtype)
+        acc = torch.zeros(len(qi), v.shape[-1], dtype=q.dtype)
+        for j in range(0, L, block):
+            if not upper and j > i + len(qi) - 1:
+                continue
+            if not diagonal and j + block > i:
+                continue
+            s = qi @ k[j:j + block].T
+            rows, cols = torch.arange(i, i + len(qi))[:, None], torch.arange(j, j + s.shape[1])[None, :]
+            if mask == "global":
+                s = s.masked_fill(cols > rows, float("-inf"))
+            elif mask == "local":
+                s = s.masked_fill((cols - j) > (rows - i), float("-inf"))
+            m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+            p = (s - m_new).exp().nan_to_num(0.0)
+            fix = (m - m_new).exp().nan_to_num(0.0)
+            s_sum, acc, m = s_sum * fix + p.sum(-1, keepdim=True), acc * fix + p @ v[j:j + block], m_new
+        out.append(acc / s_sum)
+    return torch.cat(out)
 
 
-def _update(memory, compressed, h, mem_len, cmem_len, rate, *, newest_out=False, first_slots=False,
-            pool="mean", consecutive=True, new_first=False, trim=True):
-    """The compressive memory's update (Rae et al., 2020) on whole groups, and typical wrong ones:
-    append h to the short memory, compress its oldest overflow ``rate`` states to a slot, keep
-    the last ``cmem_len`` slots, oldest first."""
-    states = torch.cat([memory, h], dim=1)                                    # (B, M + L, d)
-    evict = max(states.shape[1] - mem_len, 0)
-    if newest_out:
-        gone, kept = states[:, mem_len:], states[:, :mem_len]
-    else:
-        gone, kept = states[:, :evict], states[:, evict:]
-    B, n, d = gone.shape
-    if pool == "every":
-        slots = gone[:, ::rate]
-    elif consecutive:
-        groups = gone.reshape(B, n // rate, rate, d)
-        slots = groups.sum(2) if pool == "sum" else groups.mean(2)
-    else:
-        slots = gone.reshape(B, rate, n // rate, d).mean(1)
-    joined = torch.cat([slots, compressed] if new_first else [compressed, slots], dim=1)
-    joined = joined[:, :cmem_len] if first_slots else joined[:, max(joined.shape[1] - cmem_len, 0):]
-    return (kept if trim else states), joined
+def _work(q, k, v, block, *, upper: bool) -> int:
+    """Floating-point operations of the tiles' two matrix products (scores, then p times the
+    values), with or without the tiles that lie entirely above the diagonal."""
+    L, d, dv, total = q.shape[0], q.shape[1], v.shape[1], 0
+    for i in range(0, L, block):
+        n = min(block, L - i)
+        for j in range(0, L, block):
+            if upper or j <= i + n - 1:
+                total += 2 * n * min(block, L - j) * (d + dv)
+    return total
 
 
-def _update_cases(draw) -> list[Case]:
-    """Full and empty memories, rate 1 (an exact cache), overflows of one and several groups,
-    a compressed memory that overflows too; mem_len and the segment whole groups."""
-    sizes = [(2, 3, 2, 4, 3, 4, 2, 4),                        # B, d, rate, mem_len, cmem_len, M, C, L
-             (1, 2, draw.int(2, 3), 8, 2, 0, 0, 4),
-             (draw.int(1, 3), 2, 1, 3, 4, 3, draw.int(0, 4), 2),
-             (1, draw.int(2, 4), 3, 3, 5, 3, 4, 6),
-             (2, 2, draw.choice((2, 4)), 8, 3, 8, 3, 8)]
+def _causal_cases(draw) -> list[Case]:
+    """A length that is not a multiple of the block, one that is, one shorter than the block,
+    L = 1, and scores of a few tens (the online softmax must subtract its running maximum)."""
+    block = draw.int(3, 5)
+    sizes = [(3 * block + draw.int(1, block - 1), block, draw.int(2, 4), draw.int(1, 3), 1.0),
+             (4 * block, block, draw.int(2, 4), draw.int(2, 3), 1.0),
+             (draw.int(2, block), block + 2, 3, 2, 1.0),
+             (1, block, 2, 2, 1.0),
+             (5 * block + 1, block, 3, 2, 12.0)]
     cases = []
-    for B, d, rate, mem_len, cmem_len, M, C, L in sizes:
-        memory, compressed, h = draw.randn(B, M, d), draw.randn(B, C, d), draw.randn(B, L, d)
-        text = (f"memory ({B}, {M}, {d}), compressed ({B}, {C}, {d}), h ({B}, {L}, {d}), mem_len={mem_len}, "
-                f"cmem_len={cmem_len}, rate={rate}")
-        cases.append(Case((memory, compressed, h, mem_len, cmem_len, rate), text))
+    for L, b, d, dv, scale in sizes:
+        q, k, v = draw.randn(L, d, scale=scale), draw.randn(L, d), draw.randn(L, dv)
+        cases.append(Case((q, k, v, b), shapes(q=q, k=k, v=v) + f", block={b}"))
     return cases
 
 
-def _state(t, B: int, d: int, what: str) -> torch.Tensor:
-    """``t`` if it is a (B, n, d) tensor of real numbers, for any n; else a `Hint`."""
-    steps = t.shape[1] if isinstance(t, torch.Tensor) and t.dim() == 3 else "n"
-    return expect_tensor(t, (B, steps, d), what)
+LOCAL_MASK = ("the mask compares positions inside each tile instead of positions in the whole sequence: "
+              "in a tile below the diagonal every key comes before every query")
 
 
-def _same_pair(a, b) -> bool:
-    return (isinstance(a, tuple) and len(a) == 2 and all(isinstance(t, torch.Tensor) for t in a)
-            and close(a[0], b[0]) and close(a[1], b[1]))
+def _same_or_both_nan(a, b) -> bool:
+    """``close``, where NaN in the same places counts as equal (a mistake that leaves a row
+    without keys gives 0 / 0 there)."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape:
+        return False
+    if not torch.equal(torch.isnan(a), torch.isnan(b)):
+        return False
+    keep = ~torch.isnan(b)
+    return close(a[keep], b[keep])
 
 
-def _show_pair(got, want) -> str:
-    for name, g, w in zip(("the short memory", "the compressed memory"), got, want):
-        if not close(g, w):
-            return f"{name}: {differ(g, w)}"
-    return "they agree"
-
-
-@check("12.4 exercise 2: updating a compressive memory")
-def compress_update(fn, draw):
-    cases = _update_cases(draw)
-    outputs = []
+@check("12.4 exercise 1: causal tile skipping", forbid=FUSED,
+       unavailable=("labsupport.attention.flash.flash_attention", "labsupport.attention.flash_attention"))
+def causal_tiled_attention(fn, draw):
+    cases = _causal_cases(draw)
+    outputs, work = [], []
     for case in cases:
+        q, k, v, block = case.args
+        counter = FlopCounterMode(display=False)        # around the answer's own code only
+        got = fn.on(case, within=counter)
+        outputs.append(expect_tensor(got, (q.shape[0], v.shape[1]), f"causal_tiled_attention({case.text})",
+                                     finite=False))
+        work.append(counter.get_total_flops())
+    judge(outputs, cases, lambda q, k, v, block: _causal(q, k, v),
+          compared="causal attention (each query sees itself and the keys before it)", same=_same_or_both_nan,
+          mistakes=[("each query also reads the keys after it: without a mask the loop computes full "
+                     "attention, so the future leaks in",
+                     lambda q, k, v, b: _tiles(q, k, v, b, mask=None)),
+                    ("the tiles above the diagonal are skipped, but inside a tile that the diagonal "
+                     "crosses a query still sees the keys after it: mask those entries",
+                     lambda q, k, v, b: _tiles(q, k, v, b, upper=False, mask=None)),
+                    (LOCAL_MASK, lambda q, k, v, b: _tiles(q, k, v, b, upper=False, mask="local")),
+                    (LOCAL_MASK, lambda q, k, v, b: _tiles(q, k, v, b, mask="local")),
+                    ("the first query has no key left: a query may attend to its own position",
+                     lambda q, k, v, b: _causal(q, k, v, strict=True)),
+                    ("the tile on the diagonal holds each query's own key and the keys just before it: "
+                     "skip only the tiles that lie entirely above the diagonal",
+                     lambda q, k, v, b: _tiles(q, k, v, b, upper=False, diagonal=False)),
+                    ("the scores are not divided by the square root of the head width",
+                     lambda q, k, v, b: _causal(q * math.sqrt(q.shape[-1]), k, v))])
+    skipped = sum(_work(*c.args, upper=False) for c in cases)
+    every = sum(_work(*c.args, upper=True) for c in cases)
+    expect(skipped, every)
+    if sum(work) > (skipped + every) / 2:
+        raise Hint("the outputs are right, but your matrix products do the work of the tiles that lie "
+                   f"entirely above the diagonal too (about {sum(work) / skipped:.2g} times the work of the "
+                   "tiles a causal mask leaves): do not compute a tile whose every key comes after every "
+                   "query of the block")
+    return (f"causal attention on {len(cases)} inputs (lengths that are and are not a multiple of the "
+            "block, one shorter than the block, a single step), and no tile above the diagonal computed")
+
+
+# --- exercise 2: merging two partial softmax results ------------------------------------------------
+
+def _partial(scores, v):
+    """(m, l, acc) of one part of the keys: its maximum per row, the sum of exp(s - m), and the
+    values weighted by exp(s - m). An empty part has m = -inf, l = 0, acc = 0."""
+    if scores.shape[1] == 0:
+        n = scores.shape[0]
+        return (torch.full((n, 1), float("-inf"), dtype=scores.dtype), torch.zeros(n, 1, dtype=scores.dtype),
+                torch.zeros(n, v.shape[1], dtype=scores.dtype))
+    m = scores.amax(-1, keepdim=True)
+    p = (scores - m).exp()
+    return m, p.sum(-1, keepdim=True), p @ v
+
+
+def _merge_cases(draw) -> list[Case]:
+    """Rows whose larger maximum lies in the first part, in the second, in either (drawn), a gap
+    of thousands between the parts' maxima, and an empty second part (the start of a loop)."""
+    cases = []
+    n, dv = draw.int(2, 5), draw.int(1, 4)
+    plans = [("the first part's maximum is larger", draw.int(3, 6), draw.int(3, 6), 4.0, 0.0),
+             ("the second part's maximum is larger", draw.int(3, 6), draw.int(3, 6), 0.0, 4.0),
+             ("maxima drawn at random", draw.int(2, 7), draw.int(2, 7), 0.0, 0.0),
+             ("the second part's maximum is thousands above the first's", 4, 3, 0.0, 3000.0),
+             ("an empty second part", draw.int(2, 5), 0, 0.0, 0.0)]
+    for text, s1, s2, up1, up2 in plans:
+        scores1, scores2 = draw.randn(n, s1, scale=5.0) + up1, draw.randn(n, s2, scale=5.0) + up2
+        parts = _partial(scores1, draw.randn(s1, dv)) + _partial(scores2, draw.randn(s2, dv))
+        cases.append(Case(parts, f"{n} rows, {s1} + {s2} keys, {dv} value columns ({text})"))
+    return cases
+
+
+def _merged(m1, l1, a1, m2, l2, a2, *, rescale=True, assume_first=False, reverse=False, rescale_acc=True,
+            rescale_l=True):
+    """The merged output acc / l, right (the defaults: equal to softmax attention over the keys of
+    both parts) and typically wrong."""
+    m = m1 if assume_first else torch.maximum(m1, m2)
+    if not rescale:
+        return (a1 + a2) / (l1 + l2)
+    e1, e2 = ((m - m1).exp(), (m - m2).exp()) if reverse else ((m1 - m).exp(), (m2 - m).exp())
+    acc = a1 * e1 + a2 * e2 if rescale_acc else a1 + a2
+    l = l1 * e1 + l2 * e2 if rescale_l else l1 + l2
+    return acc / l
+
+
+def _halves(m1, l1, a1, m2, l2, a2):
+    """Each part's own normalised output, the two averaged."""
+    return (a1 / l1 + a2 / l2) / 2
+
+
+@check("12.4 exercise 2: merging two partial softmax results")
+def merge_partials(fn, draw):
+    cases = _merge_cases(draw)
+    outputs, states = [], []
+    for case in cases:
+        m1, l1, a1 = case.args[:3]
         got = fn.on(case)
-        if not (isinstance(got, (tuple, list)) and len(got) == 2):
-            raise Hint(f"return the new (memory, compressed) as a tuple of two tensors, got "
-                       f"{type(got).__name__}")
-        B, d = case.args[0].shape[0], case.args[0].shape[2]
-        outputs.append(tuple(_state(t, B, d, f"compress_update's {name} on {case.text}")
-                             for t, name in zip(got, ("memory", "compressed"))))
-    judge(outputs, cases, _update, compared="the short memory and the compressed slots, oldest first",
-          same=_same_pair, show=_show_pair,
-          mistakes=[("the short memory keeps the newest states: evict the oldest ones, from the start "
-                     "of concat(memory, h)", lambda *a: _update(*a, newest_out=True)),
-                    ("the compressed memory keeps its most recent cmem_len slots, the last ones",
-                     lambda *a: _update(*a, first_slots=True)),
-                    ("oldest first: append the new slots after the old ones",
-                     lambda *a: _update(*a, new_first=True)),
-                    ("a slot is the mean of its `rate` states; a sum grows with the rate",
-                     lambda *a: _update(*a, pool="sum")),
-                    ("that keeps every `rate`-th state; a slot should summarise all the states of its "
-                     "group (their mean)", lambda *a: _update(*a, pool="every")),
-                    ("groups are consecutive states: slot k is the mean of the evicted states "
-                     "k*rate .. k*rate + rate - 1", lambda *a: _update(*a, consecutive=False)),
-                    ("the short memory holds at most mem_len states: keep only what is left after "
-                     "the eviction", lambda *a: _update(*a, trim=False))])
-    return (f"the oldest states evicted, compressed by mean pooling and the last cmem_len slots kept, on "
-            f"{len(cases)} memories (empty and full, rate 1 among them)")
+        if not (isinstance(got, (tuple, list)) and len(got) == 3):
+            raise Hint(f"return the merged state as a tuple (m, l, acc), got {type(got).__name__}")
+        m, l, acc = (expect_tensor(t, like.shape, f"merge_partials' {name} on {case.text}", finite=False)
+                     for t, like, name in zip(got, (m1, l1, a1), ("m", "l", "acc")))
+        outputs.append(acc / l)
+        states.append((m, l))
+
+    def overflow(out, case):
+        if torch.isfinite(out).all():
+            return None
+        return (f"on {case.text}, acc / l holds inf or NaN: the exponential of a large number overflows. "
+                "Against the larger of the two maxima, no rescaling factor exceeds one")
+    judge(outputs, cases, _merged, compared="softmax attention over the keys of both parts",
+          same=_same_or_both_nan,
+          mistakes=[("the two sums were taken against different maxima: bring both parts to a common "
+                     "maximum before adding them", lambda *p: _merged(*p, rescale=False)),
+                    ("your merge assumes that the first part holds the larger maximum; on rows where the "
+                     "second part's is larger it fails: take the larger of the two, row by row",
+                     lambda *p: _merged(*p, assume_first=True)),
+                    ("the rescaling factors are the wrong way round: a part whose maximum lies below the "
+                     "common one must shrink, not grow", lambda *p: _merged(*p, reverse=True)),
+                    ("the normalisers l are rescaled but the weighted sums acc are not, although both "
+                     "were taken against their part's own maximum",
+                     lambda *p: _merged(*p, rescale_acc=False)),
+                    ("the weighted sums acc are rescaled but the normalisers l are not, although both "
+                     "were taken against their part's own maximum", lambda *p: _merged(*p, rescale_l=False)),
+                    ("each part counts for one half: a part's share of the result is its share of the "
+                     "softmax weight, which its normaliser measures", _halves)],
+          properties=[overflow])
+    for (m, l), case in zip(states, cases):
+        m1, l1, _, m2, l2, _ = case.args
+        top = torch.maximum(m1, m2)
+        if not close(m, top):
+            raise Hint(f"on {case.text}, acc / l is right but the m you return is not the larger of the "
+                       "two maxima: a later merge rescales against it")
+        if not close(l, l1 * (m1 - top).exp() + l2 * (m2 - top).exp().nan_to_num(0.0)):
+            raise Hint(f"on {case.text}, acc / l is right but l is not the normaliser taken against the "
+                       "merged maximum: a later merge adds to it")
+    return (f"the merged output is softmax attention over all the keys on {len(cases)} inputs, also when "
+            "the maxima differ by thousands or one part is empty, and (m, l) can be merged again")
 
 
-# --- exercise 3: what a memory of daily means keeps --------------------------------------
+# --- exercise 3: the memory bill of a cache --------------------------------------------------------
+
+def measured_cache_bytes(batch, n_layers, d_model, mem_len, cmem_len, rate, dtype) -> int:
+    """The bytes of the state a `SegmentRecurrentEncoder` (``cmem_len = 0``: Transformer-XL)
+    carries after a stream long enough to fill every memory, measured as the sum of the state's
+    tensors' sizes. Segments of ``rate`` steps, ``mem_len`` a multiple of ``rate``."""
+    from ...memory import SegmentRecurrentEncoder, run_segments
+    from ...randomstate import kept_random_state
+
+    with kept_random_state():
+        torch.manual_seed(0)
+        encoder = SegmentRecurrentEncoder(d_model, 1, n_layers, mem_len=mem_len, cmem_len=cmem_len,
+                                          rate=rate).to(dtype).eval()
+        steps = (n_layers + 1) * (mem_len + rate * cmem_len + 2 * rate)
+        x = torch.randn(batch, steps, d_model).to(dtype)
+    with torch.no_grad():
+        _, state = run_segments(encoder, x, rate, return_memory=True)
+    tensors = state if cmem_len == 0 else state.memory + state.compressed
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _bill(batch, n_layers, d_model, mem_len, cmem_len, rate, dtype, *, layers=True, batched=True,
+          kv=False, bits=False, four=False, reach=False, compressed=True, short=True):
+    """The cache's bytes, right (the defaults) and typically wrong."""
+    slots = (mem_len if short else 0) + ((rate if reach else 1) * cmem_len if compressed else 0)
+    size = 4 if four else (torch.finfo(dtype).bits if bits else torch.finfo(dtype).bits // 8)
+    return (batch if batched else 1) * (n_layers if layers else 1) * (2 if kv else 1) * slots * d_model * size
+
+
+def _cache_cases(draw) -> list[Case]:
+    """Transformer-XL alone (no compressed memory) and compressive caches, in four dtypes, with
+    batch, layers, width and both memories all different from each other (even widths: the
+    encoder's relative positions come in sine and cosine pairs)."""
+    rate = draw.int(2, 3)
+    sizes = [(2, 3, 8, 6, 0, 1, torch.float32),
+             (draw.int(2, 3), 2, 4, 4 * rate, draw.int(3, 5), rate, torch.float64),
+             (3, draw.int(1, 2), 6, 2 * rate, 2, rate, torch.bfloat16),
+             (draw.int(1, 2), 4, draw.choice((4, 6)), 3, 0, 1, torch.float16),
+             (2, 1, 10, 2 * rate, 7, rate, torch.float32)]
+    cases = []
+    for batch, n_layers, d_model, mem_len, cmem_len, r, dtype in sizes:
+        name = str(dtype).removeprefix("torch.")
+        text = (f"batch={batch}, n_layers={n_layers}, d_model={d_model}, mem_len={mem_len}, "
+                f"cmem_len={cmem_len}, rate={r}, dtype=torch.{name}")
+        cases.append(Case((batch, n_layers, d_model, mem_len, cmem_len, r, dtype), text))
+    return cases
+
+
+@check("12.4 exercise 3: the memory bill of a cache")
+def cache_bytes(fn, draw):
+    cases = _cache_cases(draw)
+    outputs = [expect_number(fn.on(case), f"a number of bytes on {case.text}") for case in cases]
+    measured = {case.args: measured_cache_bytes(*case.args) for case in cases}
+    judge(outputs, cases, lambda *args: measured[args],
+          compared="the bytes of the encoder's state, measured after a stream that fills it",
+          same=lambda a, b: isinstance(a, (int, float)) and math.isclose(a, b, rel_tol=1e-9),
+          show=lambda got, want: off_by(got, want),
+          mistakes=[("the cache is per layer: every layer keeps the states it read",
+                     lambda *a: _bill(*a, layers=False)),
+                    ("every series of the batch has its own cache", lambda *a: _bill(*a, batched=False)),
+                    ("Transformer-XL caches each layer's input states, one tensor per layer, not a key and "
+                     "a value (the keys and values are recomputed from them)", lambda *a: _bill(*a, kv=True)),
+                    ("that counts bits; a byte is eight of them", lambda *a: _bill(*a, bits=True)),
+                    ("the size of one number depends on the dtype: the check asks for float16, bfloat16, "
+                     "float32 and float64", lambda *a: _bill(*a, four=True)),
+                    ("a compressed slot is one state, whatever the number of steps it summarises: count "
+                     "slots, not the reach", lambda *a: _bill(*a, reach=True)),
+                    ("the compressed slots are held too, beside the exact memory",
+                     lambda *a: _bill(*a, compressed=False)),
+                    ("the exact memory is held too, beside the compressed slots",
+                     lambda *a: _bill(*a, short=False))])
+    return (f"the bytes of the cache on {len(cases)} encoders (Transformer-XL alone and with a compressed "
+            "memory, in four dtypes), as measured on their state")
+
+
+# --- exercise 4: what a memory of daily means keeps --------------------------------------
 
 KEPT_PERIODS = {24: "daily", 168: "weekly", 8766: "yearly"}      # hours per cycle
 KEPT_RATE = 24
@@ -196,78 +358,31 @@ def measured_kept_fractions(rate: int = KEPT_RATE) -> dict:
     return kept
 
 
-@check("12.4 exercise 3: what a memory of daily means keeps", drawn=False)
+@check("12.4 exercise 4: what a memory of daily means keeps", drawn=False)
 def kept_fractions(fn, draw):
     answer = fn()
     if not isinstance(answer, dict) or set(answer) != set(KEPT_PERIODS):
-        got = sorted(answer) if isinstance(answer, dict) else type(answer).__name__
+        got = sorted(answer, key=str) if isinstance(answer, dict) else type(answer).__name__
         raise Hint(f"return a dict with the keys 24, 168 and 8766 (hours per cycle: a day, a week, "
-                   f"a year), each mapped to the fraction kept; got {got}")
+                   f"a year, as whole numbers), each mapped to the fraction kept; got {got}")
     guess = {p: expect_number(answer[p], f"a fraction for the {name} cycle")
              for p, name in KEPT_PERIODS.items()}
     if any(g > 1.5 or g < -0.05 for g in guess.values()):
         raise Hint("give each prediction as a fraction of the amplitude between 0 and 1 (0.5 for "
                    "half), not as a percentage")
     measured = measured_kept_fractions()
+    expect(*measured.values())
     off = {p: abs(guess[p] - measured[p]) > KEPT_TOLERANCE for p in KEPT_PERIODS}
     if off[24]:
-        raise Hint("a slot averages exactly one day, one whole period of the daily cycle: what is "
-                   "left of a cycle whose ups and downs all fall inside the same slot?")
+        raise Hint("your daily prediction is off: a slot averages exactly one day, one whole period of "
+                   "the daily cycle. What is left of a cycle whose ups and downs all fall inside the "
+                   "same slot?")
     if off[168]:
-        raise Hint("a day is a seventh of a week: how much does averaging over one seventh of a "
-                   "period smooth a cycle? (sum the cycle over 24 consecutive hours)")
+        raise Hint("your weekly prediction is off: a day is a seventh of a week. How much does averaging "
+                   "over a seventh of a period smooth a cycle? (Average a cosine over 24 consecutive hours "
+                   "of a 168-hour cycle.)")
     if off[8766]:
-        raise Hint("a day is 1/365 of a year: how much can one day's average change a season?")
-    return (f"your three predictions are within {KEPT_TOLERANCE} of the amplitudes measured through "
-            "the library's mean pooling: the memory keeps each day's level, hence the week and the "
-            "season, and loses the shape of the day")
-
-
-# --- exercise 4: the saving of a patch stride, predicted then measured --------------------
-
-STRIDE_CASE = dict(lookback=336, patch_len=24, strides=(1, 12), heads=4, head_dim=16)
-SAVING_TOLERANCE = 0.05
-
-
-def measured_stride_saving() -> tuple[float, list]:
-    """How many times smaller the largest tensor of causal naive attention is with the
-    tokens of stride 12 than with those of stride 1 (a 336-hour window, patches of 24).
-    The largest tensor (`labsupport.timing.LargestTensor`) is the (B, H, N, N) score
-    matrix, so fixed costs do not blur the ratio. Returns (ratio, token counts)."""
-    from ...attention import naive_attention
-    from ...timing import LargestTensor, attention_inputs
-
-    c = STRIDE_CASE
-    sizes, tokens = [], []
-    for stride in c["strides"]:
-        n = (c["lookback"] - c["patch_len"]) // stride + 1
-        q, k, v = attention_inputs(n, heads=c["heads"], head_dim=c["head_dim"])
-        with torch.no_grad(), LargestTensor() as probe:
-            naive_attention(q, k, v, is_causal=True)
-        sizes.append(probe.nbytes)
-        tokens.append(n)
-    return sizes[0] / sizes[1], tokens
-
-
-@check("12.4 exercise 4: predict the saving of a patch stride, then measure it", drawn=False)
-def stride_saving(fn, draw):
-    guess = expect_number(fn(), "a number: how many times cheaper")
-    measured, (n1, n12) = measured_stride_saving()
-    if guess <= 0:
-        raise Hint("return a positive factor: how many times smaller the cost becomes")
-    if abs(guess / measured - 1) <= SAVING_TOLERANCE:
-        return (f"your prediction is within {SAVING_TOLERANCE:.0%} of the measured ratio of the "
-                "largest tensors, the causal score matrices of the two strides")
-    if guess < 1 and abs(1 / guess / measured - 1) <= SAVING_TOLERANCE:
-        raise Hint("that is the fraction of the cost that is left; return the factor by which it "
-                   "falls (greater than 1)")
-    if any(abs(guess / r - 1) <= 0.1 for r in (12, n1 / n12)):
-        raise Hint("that is how many times fewer tokens there are; attention's cost grows as the "
-                   "square of the token count")
-    if abs(guess / 144 - 1) <= 0.01:
-        raise Hint("144 is the S^2 rule, which ignores the patch length: count the tokens of each "
-                   "stride with patch_count, then square their ratio")
-    side = "above" if guess > measured else "below"
-    raise Hint(f"your prediction is {side} the measured saving by more than {SAVING_TOLERANCE:.0%}: "
-               "count the tokens of each stride, (lookback - patch_len) // stride + 1, and square "
-               "their ratio")
+        raise Hint("your yearly prediction is off: a day is 1/365 of a year. How much can one day's "
+                   "average change a season?")
+    return (f"your three predictions are within {KEPT_TOLERANCE} of the fractions measured through mean "
+            "pooling")

@@ -77,7 +77,7 @@ GPU_BLOCK = 1024                          # a (4, 1024, 1024) float32 tile: 17 M
 
 def gpu(card) -> Sizes:
     """Sweeps sized for ``card``: the naive wall and the last step run into the out-of-memory
-    wall at a length the whole card cannot hold; the context curve on every window to 16 weeks."""
+    wall at a length the whole card cannot hold; the context curve as on the CPU."""
     s = torch.finfo(card.sweep_dtype).bits // 8
     wall = fitting(card, "wall lengths", 4096, 262144, 512, wall_bytes)
     last = fitting(card, "final lengths", 16384, 131072, 4096, partial(final_bytes, size=s))
@@ -90,8 +90,10 @@ def gpu(card) -> Sizes:
         fused_lengths=fitting(card, "fused lengths", 4096, 32768, 1024,
                               partial(fused_sweep_bytes, size=s, block=GPU_BLOCK)),
         final_lengths=last, flash_block=GPU_BLOCK,
-        context_days=(1, 7, 14, 28, 56, 112), context_ar1_days=(1, 7, 14, 28, 56, 112),
-        context_train_stride=1, context_max_epochs=60, context_seeds=3, context_ar1_seeds=3,
+        # the context curve as on the CPU: its claims read those runs
+        context_days=CPU.context_days, context_ar1_days=CPU.context_ar1_days,
+        context_train_stride=CPU.context_train_stride, context_max_epochs=CPU.context_max_epochs,
+        context_seeds=CPU.context_seeds, context_ar1_seeds=CPU.context_ar1_seeds,
         segment_totals=fitting(card, "segment totals", 2048, 16384, 512, segment_bytes),
         backward_lengths=fitting(card, "backward lengths", 1024, 4096, 256, backward_bytes))
 

@@ -1,32 +1,123 @@
-"""Section 12.4's experiments and figures on memory: what a cached or compressed past reaches,
-and what it keeps of a series.
+"""Section 12.4's experiments and figures, the plumbing around what the notebook writes on stage.
 
+- `context_curve`, `context_table`, `context_figure`: the patch forecaster at several context
+  lengths beside the ridge on the same lookback and the weekly naive, every context on the same
+  target hours, pooled into one `Comparison` so that the protocol compares contexts with each
+  other;
 - `segment_figure`: Transformer-XL's cache drawn for two segments and three layers;
-- `reach`: how many steps back a perturbation of the input still moves the output at one
-  position of the last segment, measured in float64 on a `SegmentRecurrentEncoder`;
-- `memory_snapshots`, `memory_study` and `memory_table`: a series streamed day by day through
-  a `CompressiveMemory` (or an exact cache), the memory's slots at every midnight read out by
-  a ridge regression into the next day's 24 hours, and every memory judged against one of
-  them by the comparison protocol's paired test (deterministic read-outs: two baselines).
+- `memory_snapshots`, `memory_study`, `memory_table`, `memory_figure`: a linear probe of a memory
+  of fixed size. A series is streamed day by day through a `CompressiveMemory` (or an exact
+  cache), the memory's slots at every midnight are read out by a ridge regression into the next
+  day's 24 hours, and every memory is judged against references by the protocol's paired test
+  (deterministic read-outs: judged as two baselines are);
+- `length_axis`, `log_y`: the axes of the cost figures.
 """
 from __future__ import annotations
+
+import dataclasses
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 import torch.nn.functional as F
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ... import plots
-from ...compare import Comparison, Entry
-from ...compare.tables import legend
-from ...data import Standardizer, temporal_split
+from ...compare import NAIVE, RIDGE, Comparison, Entry, Trainable, compare, legend, mean_range
+from ...data import HORIZON, Standardizer, book_task, temporal_split
 from ...display import table
-from ...memory import CompressiveMemory, SegmentRecurrentEncoder, run_segments
-from ...randomstate import kept_random_state, set_seed
+from ...memory import CompressiveMemory
+from ...models import PatchTransformer
 from ...train import Metrics
 
-__all__ = ["segment_figure", "reach", "memory_snapshots", "memory_study", "memory_table"]
+__all__ = ["context_curve", "context_table", "context_figure", "segment_figure", "memory_snapshots",
+           "memory_study", "memory_table", "memory_figure", "length_axis", "log_y"]
 
+# --- what a longer context buys ------------------------------------------------------------
+
+LR, PATIENCE, BATCH = 5e-3, 2, 256       # the plateau schedule: early stopping ends every run
+
+
+def _one_context(series, columns, unit, days, longest, *, seeds, stride, epochs, device):
+    """The patch forecaster (one token per day) with ``days`` of context, the ridge on the same
+    lookback and (from a week) the weekly naive, trained on the target hours of the longest
+    context so that every context forecasts the same hours."""
+    L = days * 24
+    task = book_task(lookback=L, columns=columns, series=series, train_stride=stride)
+    skip = (longest * 24 - L) // stride
+    task = dataclasses.replace(task, train=(task.train[0][skip:], task.train[1][skip:]))
+    forecaster = Trainable(lambda revin: PatchTransformer(
+        lookback=L, horizon=HORIZON, patch_len=24, stride=24, d_model=32, n_heads=4, n_layers=2,
+        d_ff=64, attn_dropout=0.0, revin=revin))
+    return compare(task, {"forecaster": forecaster}, revin=False, seeds=seeds, epochs=epochs,
+                   patience=PATIENCE, lr=LR, batch_size=BATCH, schedule="plateau",
+                   naive_period=168 if L >= 168 else None, unit=unit, device=device, progress=False)
+
+
+def context_curve(series, columns, days, *, seeds: int, stride: int, epochs: int, unit=None,
+                  device=None) -> Comparison:
+    """Every context of ``days`` on ``series`` in one `Comparison` (the test windows are the same):
+    entries ``"forecaster, 7 d"``, ``"ridge, 7 d"``, ... and the weekly naive."""
+    entries, first = {}, None
+    for d in days:
+        result = _one_context(series, columns, unit, d, max(days), seeds=seeds, stride=stride,
+                              epochs=epochs, device=device)
+        first = first or result
+        for model, label in (("forecaster", "forecaster"), (RIDGE, "ridge")):
+            entries[f"{label}, {d} d"] = dataclasses.replace(result[model], name=f"{label}, {d} d")
+        if NAIVE in result.entries:
+            entries[NAIVE] = result[NAIVE]
+    return Comparison(entries, first.revin, first.windows, first.unit, overlap=first.overlap)
+
+
+def context_table(C: Comparison, days, *, caption: str) -> None:
+    """One row per context: the forecaster (mean and range over seeds), the ridge, and the
+    verdicts against the context before and against the ridge."""
+    rows, previous = [], None
+    for d in days:
+        mine, ridge = f"forecaster, {d} d", f"ridge, {d} d"
+        records = C[mine].records
+        rows.append((d, mean_range(C[mine].values()), f"{sum(r.converged for r in records)}/{len(records)}",
+                     f"{C.mean(ridge):.3f}",
+                     "-" if previous is None else C.judgement(mine, f"forecaster, {previous} d"),
+                     "-" if previous is None else C.judgement(ridge, f"ridge, {previous} d"),
+                     C.judgement(mine, ridge)))
+        previous = d
+    naive = f"{C.mean(NAIVE):.3f}" if NAIVE in C.entries else "-"
+    table(["days", "forecaster", "early-stopped", "ridge", "forecaster vs the context before",
+           "ridge vs the context before", "forecaster vs ridge"], rows, caption=caption,
+          notes=[f"weekly naive on the same test windows: {naive}", legend(C)])
+
+
+def context_figure(curves: dict, days: dict):
+    """Test MSE against the context, one panel per series (``curves``: name -> Comparison):
+    the forecaster's mean with its range over seeds, the ridge and the weekly naive."""
+    fig, axes = plt.subplots(1, len(curves), figsize=(8, 3.3))
+    for ax, (name, C) in zip(np.atleast_1d(axes), curves.items()):
+        x = list(days[name])
+        per_seed = [C[f"forecaster, {d} d"].values() for d in x]
+        mean = np.array([np.mean(v) for v in per_seed])
+        spread = [mean - [min(v) for v in per_seed], [max(v) for v in per_seed] - mean]
+        ax.errorbar(x, mean, yerr=spread, marker="o", capsize=3, color=plots.PALETTE[0],
+                    label="forecaster (seeds: range)")
+        ridge = [C.mean(f"ridge, {d} d") for d in x]
+        ax.plot(x, ridge, marker="s", ls="--", color=plots.PALETTE[1], label="ridge, same lookback")
+        top = 1.15 * max(max(max(v) for v in per_seed), max(ridge))
+        naive = C.mean(NAIVE) if NAIVE in C.entries else None
+        if naive is not None and naive <= top:
+            ax.axhline(naive, ls=":", color=plots.PALETTE[3], label="weekly naive")
+        elif naive is not None:
+            ax.text(0.98, 0.97, f"weekly naive: {naive:.2f} (above)", transform=ax.transAxes,
+                    ha="right", va="top", fontsize=8, color=plots.PALETTE[3])
+        ax.set_xscale("log")
+        ax.set_xticks(x, [str(d) for d in x])
+        ax.minorticks_off()
+        ax.set(xlabel="context (days, log scale)", ylabel="test MSE (scaled)", title=name, ylim=(0, top))
+        ax.legend(loc="lower left", fontsize=8)
+    return fig
+
+
+# --- the segment cache, drawn ----------------------------------------------------------------
 
 def segment_figure(steps: int = 4, layers: int = 3, gap: float = 1.5):
     """Two segments side by side, layers stacked: the lines into one query of segment tau at
@@ -68,27 +159,7 @@ def segment_figure(steps: int = 4, layers: int = 3, gap: float = 1.5):
     return fig
 
 
-def reach(n_layers: int, *, position: int, segment: int = 8, mem_len: int = 8, n_segments: int = 6,
-          d: int = 16) -> int:
-    """How many steps back a perturbation of the input still moves the output at ``position``
-    (0 .. segment - 1) of the last segment, through a `SegmentRecurrentEncoder` of
-    ``n_layers`` layers with a cache of ``mem_len`` per layer, in float64 (any dependence
-    shows as a nonzero difference). Seeded; the caller's random state is kept."""
-    with kept_random_state():
-        set_seed(0)
-        enc = SegmentRecurrentEncoder(d, 2, n_layers, mem_len=mem_len).double().eval()
-        T = segment * n_segments
-        x = torch.randn(1, T, d, dtype=torch.float64).repeat(T + 1, 1, 1)    # copy 0 untouched
-        bump = torch.randn(d, dtype=torch.float64)
-    x[torch.arange(1, T + 1), torch.arange(T)] += bump                       # copy b moves step b - 1
-    at = T - segment + position                                              # the output's step
-    with torch.no_grad():
-        out = run_segments(enc, x, segment)[:, at]                           # (T + 1, d)
-    moved = (out[1:] - out[0]).abs().amax(-1) > 1e-9                         # (T,)
-    return at - int(moved.nonzero()[0])
-
-
-# --- a memory of fixed size, read out by a ridge regression ----------------------------------
+# --- a linear probe of a memory of fixed size ---------------------------------------------------
 
 def memory_snapshots(hours: torch.Tensor, mem_len: int, cmem_len: int, rate: int) -> torch.Tensor:
     """Stream ``hours`` (1, T, 1) day by day through a `CompressiveMemory` of ``mem_len`` exact
@@ -148,11 +219,47 @@ def memory_study(series, memories: dict, *, warm_up_days: int = 30) -> tuple:
     return Comparison(entries, False, windows, None, overlap=1, steps=None), sizes
 
 
-def memory_table(result: Comparison, sizes: dict, reference: str, *, caption: str | None = None) -> None:
-    """Slots, reach, next-day test MSE and the verdict against ``reference`` of each memory."""
+def memory_table(result: Comparison, sizes: dict, references, *, caption: str | None = None) -> None:
+    """Slots, reach, next-day test MSE and one verdict column per reference."""
     rows = [(name, slots, reach, f"{result.mean(name):.3f}",
-             "reference" if name == reference else result.judgement(name, reference))
+             *("reference" if name == ref else result.judgement(name, ref) for ref in references))
             for name, (slots, reach) in sizes.items()]
-    table(["memory", "slots", "reach (h)", "next-day test MSE", f"vs {reference}"], rows, caption=caption,
-          notes=[legend(result, what="next-day test MSE of a ridge read-out from the memory, on the "
-                               "standardised series", seeds=False)])
+    table(["memory", "slots", "reach (h)", "next-day test MSE", *(f"vs {ref}" for ref in references)],
+          rows, caption=caption,
+          notes=[legend(result, what="next-day test MSE of the ridge probe on the memory's slots, on the "
+                                     "standardised series", seeds=False)])
+
+
+def memory_figure(result: Comparison, sizes: dict, compressed: list, exact: list):
+    """Next-day test MSE against the reach: the memories of one size at growing rates (a line)
+    and the exact caches (squares)."""
+    fig, ax = plt.subplots(figsize=(5.8, 3.3))
+    ax.plot([sizes[n][1] for n in compressed], [result.mean(n) for n in compressed], "o-",
+            label=f"{sizes[compressed[0]][0]} slots, growing compression rate")
+    ax.plot([sizes[n][1] for n in exact], [result.mean(n) for n in exact], "s", label="exact caches")
+    ax.set_xscale("log")
+    reaches = sorted({sizes[n][1] for n in compressed + exact})
+    ax.set_xticks(reaches, [str(h) for h in reaches])
+    ax.minorticks_off()
+    ax.set(xlabel="reach (hours, log scale)", ylabel="next-day test MSE (scaled)")
+    ax.legend(fontsize=8)
+    return fig
+
+
+# --- the axes of the cost figures ----------------------------------------------------------------
+
+def length_axis(ax, lengths, label: str = "sequence length L") -> None:
+    """A log axis with one plain tick per measured length (1k = 1,024)."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(lengths, [f"{n // 1024}k" if n % 1024 == 0 else str(n) for n in lengths])
+    ax.minorticks_off()
+    ax.set_xlabel(label)
+
+
+def log_y(ax) -> None:
+    """Log y ticks at 1, 2, 5 x 10^k (only 10^k over many decades)."""
+    low, high = ax.get_ylim()
+    subs = (1.0,) if high / low > 1e3 else (1.0, 2.0, 5.0)
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
