@@ -1,30 +1,32 @@
-"""The lab's sizes (``P.lab``): Step 4's token sweep, the races, the stretch goals; and the byte
-models of a training step its gpu sizes are made from."""
+"""The lab's sizes (``P.lab``) and its training recipe (`TRAINING`): Step 4's token sweep and its
+memory budget, the races, Step 5's long-token run; and the byte models of a training step that
+the gpu sizes are made from."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import partial
+from types import MappingProxyType
 
 import torch
 
 from ...profile import budgeted, register
 
-__all__ = ["Sizes", "CPU", "SMOKE", "gpu", "step_bytes", "activation_bytes", "fused_step_bytes"]
+__all__ = ["Sizes", "CPU", "SMOKE", "gpu", "TRAINING", "step_bytes", "activation_bytes", "fused_step_bytes"]
+
+# One recipe for every trained model of the lab (fit's options; the seeds and the device are the
+# comparison's): Adam on batches of 128 windows, the rate halved after every epoch that does not
+# improve the validation error, stopped after three such epochs with the best weights restored.
+TRAINING = MappingProxyType(dict(epochs=40, patience=3, lr=2e-3, batch_size=128, schedule="plateau"))
 
 
 @dataclass(frozen=True, kw_only=True)
 class Sizes:
+    train_every: int                      # training windows whose forecast starts every n hours from midnight
+    max_epochs: int                       # fit's budget (TRAINING's epochs)
+    seeds: int                            # every trained model of the races and of Step 5
     tokens: tuple[int, ...]               # Step 4's token sweep (2-block encoder, batch 8, 4 heads)
     budget: float                         # bytes: naive steps whose predicted peak exceeds it are skipped
-    train_stride: int
-    max_epochs: int
-    seeds: int                            # every network of the race
-    ablation_seeds: int                   # the shuffle test's Transformers without encoding or mask
-    linear_seeds: int                     # Step 5: linear attention
-    step_reps: int                        # timed training steps per model (batch 128)
-    stretch_stride: int                   # the stretch goals
-    stretch_seeds: int
-    xl_memories: tuple[int, ...]          # cached day tokens per layer
+    step_reps: int                        # timed training steps per model, after 2 warm-ups
 
 
 def step_bytes(N: int, *, size: int) -> int:
@@ -43,13 +45,10 @@ def fused_step_bytes(N: int) -> int:
     return 64 * 8 * N * 64 * 4
 
 
-# The training is the same in every profile: the lab's answer is a set of checked verdicts on
-# these races (tools/experiments/README.md, the lab).
-CPU = Sizes(tokens=(64, 128, 256, 512, 1024, 2048), budget=1.5e9, train_stride=2, max_epochs=30, seeds=3,
-            ablation_seeds=2, linear_seeds=2, step_reps=5, stretch_stride=4, stretch_seeds=2,
-            xl_memories=(0, 7))
-SMOKE = replace(CPU, tokens=(64, 128, 256), max_epochs=1, train_stride=16, seeds=1, linear_seeds=1,
-                ablation_seeds=1, step_reps=2, stretch_stride=16, stretch_seeds=1)
+# The training is the same in every profile: the lab's text rests on checked verdicts of these runs.
+CPU = Sizes(train_every=8, max_epochs=40, seeds=3, tokens=(64, 128, 256, 512, 1024, 2048), budget=1.5e9,
+            step_reps=5)
+SMOKE = replace(CPU, train_every=24, max_epochs=1, seeds=2, tokens=(64, 128, 256), step_reps=2)
 
 
 def gpu(card) -> Sizes:
