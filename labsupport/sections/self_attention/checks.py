@@ -1,6 +1,7 @@
-"""Self-checks for the exercises of 12.1 Self-Attention, and the two checks of attention's core
-that the lab's steps 1 and 2 reuse under their own labels (`attention_weights`,
-`causal_attention`).
+"""Self-checks for the exercises of 12.1 Self-Attention, and two checks of attention's core
+(`attention_weights`, `causal_attention`) that no notebook asks for now: the tests of the check
+machinery itself (tests/test_checks.py, tests/test_grading.py) run them, and a course may use
+them for exercises of its own.
 
 Every check runs the answer on several inputs and names the mistake made, in words, without the
 expected value or the solution's code (tests/test_hints.py feeds each the usual wrong answers).
