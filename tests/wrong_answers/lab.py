@@ -258,7 +258,7 @@ ANSWERS = {
         wrong("""
             def predicted_step_peak(batch, heads, tokens, layers):
                 return layers * batch * heads * tokens * tokens * 4      # the kept weights only
-            """, "the gradient of its weights"),
+            """, "what does the backward pass of one layer create"),
         wrong("""
             def predicted_step_peak(batch, heads, tokens, layers):
                 return (layers + 1) * batch * heads * tokens * tokens * 4

@@ -415,11 +415,10 @@ def step_peak(fn, draw):
                  "scores and weights it keeps only what the backward needs, the softmax weights; the "
                  "others are freed once the next one exists", matrices(lambda n: 2 * n)),
                 ("that counts the weights each layer keeps for the backward pass; at the worst moment "
-                 "more (B, H, N, N) matrices are alive beside them: in the backward pass of a layer, "
-                 "the gradient of its weights and the gradient of its scores", matrices(lambda n: n)),
-                ("close: that is the peak of the forward pass; in the backward pass, beside every "
-                 "layer's kept weights, a layer's weight gradient and score gradient are alive "
-                 "together", matrices(lambda n: n + 1)),
+                 "more (B, H, N, N) matrices are alive beside them: what does the backward pass of one "
+                 "layer create?", matrices(lambda n: n)),
+                ("close: that is the peak of the forward pass; the backward pass of a layer creates "
+                 "matrices of its own beside every layer's kept weights", matrices(lambda n: n + 1)),
                 ("that is one attention call's forward peak (scores and weights); a training step also "
                  "keeps each layer's weights for the backward pass, so the layers count",
                  matrices(lambda n: 2)),
