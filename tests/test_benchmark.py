@@ -333,17 +333,11 @@ def test_every_experiments_models_build_against_the_library():
     from argparse import Namespace
     from functools import partial
 
-    from labsupport import profile
     from labsupport.attention import linear_attention, performer_attention
-    from tools.experiments import lab_budget, lab_step3, sections, speed
+    from tools.experiments import sections, speed
 
     for build, _ in speed.CONFIGS.values():
         build()
-    for cls, options in lab_step3.MODELS.values():
-        cls(**lab_step3.SIZES, **options, revin=True)
-    for _, specs, _ in lab_budget.parts(profile.current("cpu")).values():
-        for spec in specs.values():
-            spec.build(revin=True)
     unset = Namespace(width=32, attn_dropout=None)              # sections.py without --attn-dropout
     full = sections.patch_model(unset, True, dropout=0.1)
     assert full.encoder.layers[0].attn.dropout == 0.1           # the model's dropout, where it applies

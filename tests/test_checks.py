@@ -92,18 +92,6 @@ def test_a_wrong_answer_gets_the_hint_for_what_it_did(name, index, answer):
         assert not checks.graded(name, fn, seed=seed).passed
 
 
-# Graded seeds on which a check once let a mistake through or named the wrong one (seen in
-# CI: test_grading grades on seeds drawn at grading time): a solver error where only the
-# missing penalty makes X^T X singular.
-ONCE_FLAKY = [("ridge_weights", 4052973758)]
-
-
-@pytest.mark.parametrize("name,seed", ONCE_FLAKY, ids=[f"{n}-{s}" for n, s in ONCE_FLAKY])
-def test_the_first_wrong_answer_gets_its_hint_on_a_seed_that_once_missed_it(name, seed):
-    answer = first(name, "wrong")
-    expect(checks.graded(name, answer.function(), seed=seed), False, answer.says)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ANSWERS))
 def test_the_first_wrong_answer_gets_its_hint_on_twenty_drawn_seeds(name):
@@ -310,7 +298,6 @@ def test_a_right_answer_that_edits_its_inputs_passes_with_a_note(name):
 
 
 def test_the_in_place_answers_students_write_pass():
-    import torch.nn.functional as F
 
     def post_norm(x, attn, ff, n1, n2):
         x += attn(x)
@@ -328,16 +315,9 @@ def test_the_in_place_answers_students_write_pass():
         l1 *= f1
         return m, l1 + l2 * f2, acc1 + acc2 * f2
 
-    def block_in_place(x, layer):
-        N = x.shape[1]
-        h = layer.norm1(x)
-        x += layer.self_attn(h, h, h, attn_mask=torch.ones(N, N, dtype=torch.bool).triu(1))[0]
-        x += layer.linear2(F.relu(layer.linear1(layer.norm2(x))))
-        return x
 
     expect(checks.CHECKS["post_norm_block"](post_norm), True, "changed its input `x` in place")
     expect(checks.CHECKS["attention_weights"](weights_in_place), True, "changed its input `q` in place")
-    expect(checks.CHECKS["causal_block"](block_in_place), True, "`x` in place")
     expect(checks.CHECKS["merge_partials"](merge), True, "`l1`, `acc1` in place")
 
 

@@ -16,7 +16,7 @@ def test_step_peak_names_the_usual_mistakes():
         return lambda b, h, n, layers: count(layers) * b * h * n * n * 4
     expect(checks.CHECKS["step_peak"](matrices(lambda n: n + 2)), True, "within 10% of the measured peak")
     expect(checks.CHECKS["step_peak"](matrices(lambda n: 2 * n)), False, "keeps only what the backward needs")
-    expect(checks.CHECKS["step_peak"](matrices(lambda n: n)), False, "the gradient of its weights")
+    expect(checks.CHECKS["step_peak"](matrices(lambda n: n)), False, "what does the backward pass of one layer create")
     expect(checks.CHECKS["step_peak"](matrices(lambda n: 2)), False, "so the layers count")
     expect(checks.CHECKS["step_peak"](lambda b, h, n, layers: (layers + 2) * n * n * 4), False, "batch * heads")
     expect(checks.CHECKS["step_peak"](lambda b, h, n, layers: 1e6), False, "times the measured peak")

@@ -1,10 +1,10 @@
-"""The lab's race (labsupport.racers): the patch TCN, the racers by name, the sizes the width
+"""The lab's race (labsupport.sections.lab.racers): the patch TCN, the racers by name, the sizes the width
 sweep chose, and the training step the lab times."""
 import pytest
 import torch
 
-from labsupport.models import PatchGRUForecaster, PatchTransformer
-from labsupport.sections.lab import racers
+from labsupport.models import PatchGRUForecaster
+from labsupport.sections.lab import racers, record
 
 
 def test_the_patch_tcn_reads_the_day_tokens_causally_and_sees_every_one():
@@ -31,45 +31,38 @@ def test_the_patch_tcn_checks_its_arguments():
         racers.PatchTCNForecaster(lookback=12, horizon=24)
 
 
-@pytest.mark.parametrize("name", [*racers.NAMES, "GRU", "TCN"])
-def test_every_racer_builds_at_its_size_and_forecasts(name):
-    for horizon, sizes in racers.SIZES.items():
-        model = racers.build(name, lookback=336, horizon=horizon, width=sizes.get(name, 16))
+@pytest.mark.parametrize("name", racers.NAMES)
+def test_every_racer_builds_at_its_width_and_forecasts(name):
+    for horizon, widths in racers.WIDTHS.items():
+        model = racers.build(name, lookback=336, horizon=horizon, width=widths[name])
         assert model(torch.randn(2, 336, 1)).shape == (2, horizon, 1)
 
 
 def test_the_racers_read_the_same_day_tokens():
-    transformer = racers.build("PatchTransformer", lookback=336, horizon=24, width=16)
-    gru = racers.build("patch GRU", lookback=336, horizon=24, width=16)
-    tcn = racers.build("patch TCN", lookback=336, horizon=24, width=16)
-    assert isinstance(transformer, PatchTransformer) and isinstance(gru, PatchGRUForecaster)
-    assert transformer.n_patches == gru.n_patches == tcn.n_patches == 14
-    assert (transformer.patch_len, transformer.stride) == (gru.patch_len, gru.stride) == (24, 24)
+    transformer = racers.build("Transformer", lookback=336, horizon=24, width=16)
+    gru = racers.build("GRU", lookback=336, horizon=24, width=16)
+    tcn = racers.build("TCN", lookback=336, horizon=24, width=16)
+    assert isinstance(transformer, racers.LabForecaster) and isinstance(gru, PatchGRUForecaster)
+    assert gru.n_patches == tcn.n_patches == 14
+    assert transformer.patch_len == gru.patch_len == tcn.patch_len == 24
     with pytest.raises(ValueError, match="no racer 'LSTM'"):
         racers.build("LSTM", lookback=336, horizon=24, width=16)
 
 
-def test_the_sizes_are_the_ones_the_committed_sweep_chose():
-    sweep = racers.width_sweep()
-    assert {int(h): chosen for h, chosen in sweep["chosen"].items()} == \
-        {h: dict(sizes) for h, sizes in racers.SIZES.items()}
-    for (h, name), rows in _by_model(sweep["rows"]).items():
-        assert sorted(r["width"] for r in rows) == list(racers.WIDTHS[name])
-        best = min(rows, key=lambda r: r["val_mse"])
-        assert best["width"] == racers.SIZES[h][name]
-        assert all(r["seeds"] >= 3 and set(r["stopped"]) == {"converged"} for r in rows)
-
-
-def _by_model(rows):
-    out = {}
-    for r in rows:
-        out.setdefault((r["horizon"], r["model"]), []).append(r)
-    return out
+def test_the_widths_are_the_ones_the_recorded_sweep_chose():
+    for horizon, widths in racers.WIDTHS.items():
+        for name, width in widths.items():
+            tried = {r[2]: r[4] for r in record.SWEEP if r[0] == horizon and r[1] == name}
+            best = min(tried.values())
+            assert width in tried and tried[width] <= best * (1 + racers.TOLERANCE)
+            assert all(tried[w] > best * (1 + racers.TOLERANCE) for w in tried if w < width)
+    with pytest.raises(ValueError, match="the sweep has no LSTM"):
+        racers.chosen_width(24, "LSTM")
 
 
 def test_a_training_step_moves_the_weights_as_fit_would():
     torch.manual_seed(0)
-    model = racers.build("patch GRU", lookback=336, horizon=24, width=8)
+    model = racers.build("GRU", lookback=336, horizon=24, width=8)
     before = [p.detach().clone() for p in model.parameters()]
     optimiser = torch.optim.Adam(model.parameters(), lr=1e-2)
     racers.train_step(model, (torch.randn(4, 336, 1), torch.randn(4, 24, 1)), optimiser)

@@ -78,8 +78,13 @@ class PatchTCNForecaster(Forecaster):
                  kernel_size: int = 3, dropout: float = 0.0, revin: bool = True):
         super().__init__(lookback=lookback, horizon=horizon, channels=1, revin=revin)
         self.patch_len = check_positive_int("patch_len", patch_len)
+        if self.patch_len > self.lookback:
+            raise ValueError(f"patch_len={patch_len} is longer than the lookback ({self.lookback}): "
+                             "a window must hold at least one patch")
         self.n_patches = self.lookback // self.patch_len
         hidden = check_positive_int("hidden", hidden)
+        if check_positive_int("kernel_size", kernel_size) < 2:
+            raise ValueError(f"kernel_size must be >= 2 for the receptive field to grow, got {kernel_size}")
         dilations = [1]
         while 1 + 2 * (kernel_size - 1) * sum(dilations) < self.n_patches:
             dilations.append(2 * dilations[-1])
