@@ -89,7 +89,7 @@ class CheckResult:
             verdict = "GRADED: PASS" if self.passed else "GRADED: 0 POINTS"
         note = f" ({self.note})" if self.note else ""
         text = f"[{verdict}] {self.exercise}: {self.message}{note}"
-        return textwrap.fill(text, width=76, subsequent_indent="    ")
+        return textwrap.fill(text, width=76, subsequent_indent="    ", break_on_hyphens=False)
 
     __repr__ = __str__
 
