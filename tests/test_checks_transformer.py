@@ -7,7 +7,14 @@ from torch import nn
 from labsupport import checks, layers
 from labsupport.checks.core import Draw
 from labsupport.sections import transformer  # noqa: F401  (registers its checks)
-from labsupport.sections.transformer.checks import DecoderParts, _post, _sampled, block_count, full_pass_last
+from labsupport.sections.transformer.checks import (
+    DecoderParts,
+    _layer_norm,
+    _norm_cases,
+    _sampled,
+    block_count,
+    full_pass_last,
+)
 from test_checks import RIGHT, expect
 
 
@@ -19,13 +26,16 @@ def test_the_count_is_the_pre_norm_blocks_and_the_same_as_pytorchs_layer():
     assert block_count(64, 1, 128) == block_count(64, 8, 128)
 
 
-def test_the_post_norm_reference_is_pytorchs_post_norm_layer():
-    torch.manual_seed(0)
-    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, norm_first=False).double().eval()
-    block = layers.TransformerBlock(8, 2, 16, norm_first=False).double().eval().load_torch_weights(layer)
-    x = torch.randn(3, 5, 8, dtype=torch.float64)
-    with torch.no_grad():
-        torch.testing.assert_close(_post(x, block.attn, block.ff, block.norm1, block.norm2), layer(x))
+def test_the_layer_norm_reference_is_pytorchs_layer_norm_on_every_case():
+    """Practice and graded cases alike, the constant token and the large eps among them."""
+    for draw in (Draw(), Draw(7, graded=True)):
+        for case in _norm_cases(draw):
+            x, weight, bias = case.args
+            norm = nn.LayerNorm(x.shape[-1], eps=case.kwargs["eps"]).double()
+            with torch.no_grad():
+                norm.weight.copy_(weight)
+                norm.bias.copy_(bias)
+                torch.testing.assert_close(case(_layer_norm), norm(x))
 
 
 def test_one_step_is_the_last_row_of_pytorchs_causal_decoder_layer():

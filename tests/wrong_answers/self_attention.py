@@ -39,11 +39,11 @@ ANSWERS = {
         wrong("""
             def unit_scale(d, sigma_q, sigma_k):
                 return 1 / (d ** 0.5 * sigma_q ** 2 * sigma_k ** 2)
-            """, "variances of the entries where their standard deviations belong"),
+            """, "shrinks by more than that undoes"),
         wrong("""
             def unit_scale(d, sigma_q, sigma_k):
                 return 1 / (d ** 0.5 * sigma_q)
-            """, "spread of the queries only"),
+            """, "still widen as the keys widen"),
         wrong("""
             def unit_scale(d, sigma_q, sigma_k):
                 return 1 / (d ** 0.5 * (sigma_q + sigma_k))
@@ -51,7 +51,7 @@ ANSWERS = {
         wrong("""
             def unit_scale(d, sigma_q, sigma_k):
                 return 1 / (d * sigma_q * sigma_k) ** 0.5
-            """, "square root of the spreads"),
+            """, "shrinks by less than that undoes"),
         wrong("""
             def unit_scale(d, sigma_q, sigma_k):
                 return -1 / (d ** 0.5 * sigma_q * sigma_k)
@@ -104,7 +104,7 @@ ANSWERS = {
             def score_gradient(s, v):
                 a = s.softmax(-1)
                 return v - (a * v).sum(-1, keepdim=True)
-            """, "how much weight each key holds"),
+            """, "as large for a key that holds almost no weight"),
         wrong("""
             def score_gradient(s, v):
                 a = s.softmax(-1)
@@ -114,7 +114,7 @@ ANSWERS = {
             def score_gradient(s, v):
                 a = s.softmax(-1)
                 return a * (v - v.mean(-1, keepdim=True))
-            """, "plain mean"),
+            """, "does not vanish for a key whose value equals the output"),
         wrong("""
             def score_gradient(s, v):
                 a = s.softmax(0)

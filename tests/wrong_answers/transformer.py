@@ -4,8 +4,8 @@ from .answers import forbidden, replay, right, wrong
 # which checks the generic tests of tests/test_checks.py also run: a function of tensors (its
 # inputs copied, an in-place edit noted), one that returns a tensor (float32, NaN and half
 # precision answers), one that returns a number (NumPy and tensor numbers accepted)
-TAKES_TENSORS = ["post_norm_block", "decode_step", "scheduled_inputs"]
-RETURNS_TENSOR = ["post_norm_block", "decode_step", "scheduled_inputs"]
+TAKES_TENSORS = ["layer_norm", "decode_step", "scheduled_inputs"]
+RETURNS_TENSOR = ["layer_norm", "decode_step", "scheduled_inputs"]
 RETURNS_NUMBER = ["block_parameters"]
 
 ANSWERS = {
@@ -78,60 +78,67 @@ ANSWERS = {
                 return sum(p.numel() for p in layer.parameters())
             """, "TransformerEncoderLayer"),
     ],
-    "post_norm_block": [
-        wrong("""
-            def post_norm_block(x, attn, ff, norm1, norm2):
-                x = x + attn(norm1(x))                                # pre-norm
-                return x + ff(norm2(x))
-            """, "pre-norm block of the page"),
+    "layer_norm": [
         right("""
-            def post_norm_block(x, attn, ff, norm1, norm2):
-                h = norm1(x + attn(x))
-                out = norm2(h + ff(h))
-                return out
+            def layer_norm(x, weight, bias, eps=1e-5):
+                mean = x.mean(-1, keepdim=True)
+                var = ((x - mean) ** 2).mean(-1, keepdim=True)
+                return (x - mean) / torch.sqrt(var + eps) * weight + bias
             """),
         right("""
-            def post_norm_block(x, attn, ff, norm1, norm2):
-                for sublayer, norm in ((attn, norm1), (ff, norm2)):
-                    x = norm(x + sublayer(x))
-                return x
+            def layer_norm(x, weight, bias, eps=1e-5):
+                centred = x - x.mean(dim=-1, keepdim=True)
+                return weight * centred * torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + eps) + bias
             """),
         wrong("""
-            def post_norm_block(x, attn, ff, norm1, norm2):
-                return norm2(ff(norm1(attn(x))))                      # no residuals
-            """, "residual connections are missing"),
+            def layer_norm(x, weight, bias, eps=1e-5):
+                mean, var = x.mean(-1, keepdim=True), x.var(-1, keepdim=True)   # unbiased
+                return (x - mean) / torch.sqrt(var + eps) * weight + bias
+            """, "divides the sum of squares by"),
         wrong("""
-            def post_norm_block(x, attn, ff, norm1, norm2):
-                h = norm1(x + attn(x))
-                return norm2(ff(h))                                   # second residual missing
-            """, "second residual connection is missing"),
+            def layer_norm(x, weight, bias, eps=1e-5):
+                mean, std = x.mean(-1, keepdim=True), x.std(-1, keepdim=True, unbiased=False)
+                return (x - mean) / (std + eps) * weight + bias               # eps outside the root
+            """, "added to the standard deviation"),
         wrong("""
-            def post_norm_block(x, attn, ff, norm1, norm2):
-                h = norm2(x + attn(x))                                # the norms swapped
-                return norm1(h + ff(h))
-            """, "two LayerNorms are swapped"),
+            def layer_norm(x, weight, bias, eps=1e-5):
+                mean = x.mean(-1, keepdim=True)
+                var = ((x - mean) ** 2).mean(-1, keepdim=True)
+                return (x - mean) / torch.sqrt(var) * weight + bias             # no eps
+            """, "not finite"),
         wrong("""
-            def post_norm_block(x, attn, ff, norm1, norm2):
-                h = x + norm1(attn(x))                                # the branch normalised
-                return h + norm2(ff(h))
-            """, "before adding it"),
+            def layer_norm(x, weight, bias, eps=1e-5):
+                mean = x.mean(-2, keepdim=True)                                # over the positions
+                var = ((x - mean) ** 2).mean(-2, keepdim=True)
+                return (x - mean) / torch.sqrt(var + eps) * weight + bias
+            """, "over the positions"),
         wrong("""
-            def post_norm_block(x, attn, ff, norm1, norm2):
-                h = norm1(x + attn(x))
-                return norm2(h + ff(x))                               # ff reads the input
-            """, "read the block's input"),
+            def layer_norm(x, weight, bias, eps=1e-5):
+                mean, var = x.mean(), ((x - x.mean()) ** 2).mean()             # the whole tensor
+                return (x - mean) / torch.sqrt(var + eps) * weight + bias
+            """, "whole tensor at once"),
         wrong("""
-            def post_norm_block(x, attn, ff, norm1, norm2):
-                h = norm1(x + attn(x))
-                return norm2(x + ff(h))                               # adds the block's input
-            """, "second residual adds the block's input"),
+            def layer_norm(x, weight, bias, eps=1e-5):
+                mean = x.mean(-1, keepdim=True)
+                var = ((x - mean) ** 2).mean(-1, keepdim=True)
+                return (x - mean) / torch.sqrt(var + eps)                      # no weight, no bias
+            """, "not scaled and shifted"),
+        wrong("""
+            def layer_norm(x, weight, bias, eps=1e-5):
+                mean = x.mean(-1, keepdim=True)
+                var = ((x - mean) ** 2).mean(-1, keepdim=True)
+                return (x - mean) / torch.sqrt(var + eps) * bias + weight      # swapped
+            """, "swapped"),
+        wrong("""
+            def layer_norm(x, weight, bias, eps=1e-5):
+                mean = x.mean(-1, keepdim=True)
+                var = ((x - mean) ** 2).mean(-1, keepdim=True)
+                return ((x - mean) / torch.sqrt(var + eps) + bias) * weight    # shift, then scale
+            """, "shifted before you scaled"),
         forbidden("""
-            def post_norm_block(x, attn, ff, norm1, norm2):
-                from labsupport.layers import TransformerBlock
-                block = TransformerBlock(x.shape[-1], 1, norm_first=False).double()
-                block.attn, block.ff, block.norm1, block.norm2 = attn, ff, norm1, norm2
-                return block.eval()(x)
-            """, "labsupport.layers"),
+            def layer_norm(x, weight, bias, eps=1e-5):
+                return torch.nn.functional.layer_norm(x, x.shape[-1:], weight, bias, eps)
+            """, "layer_norm"),
     ],
     "decode_step": [
         wrong("""

@@ -90,15 +90,17 @@ SCALE_MISTAKES = [
      lambda d, sq, sk: d ** 0.5),
     ("your scale multiplies where it should divide: it widens the scores further",
      lambda d, sq, sk: d ** 0.5 * sq * sk),
-    ("your scale uses the variances of the entries where their standard deviations belong",
+    ("your scale overreacts to the spreads: doubling every query doubles every score, and your scale "
+     "shrinks by more than that undoes",
      lambda d, sq, sk: 1 / (d ** 0.5 * sq ** 2 * sk ** 2)),
-    ("your scale accounts for the spread of the queries only; the keys' spread moves every score "
-     "as much", lambda d, sq, sk: 1 / (d ** 0.5 * sq)),
-    ("your scale accounts for the spread of the keys only; the queries' spread moves every score "
-     "as much", lambda d, sq, sk: 1 / (d ** 0.5 * sk)),
+    ("with your scale the scores still widen as the keys widen: doubling every key doubles every "
+     "score, and your scale does not change", lambda d, sq, sk: 1 / (d ** 0.5 * sq)),
+    ("with your scale the scores still widen as the queries widen: doubling every query doubles "
+     "every score, and your scale does not change", lambda d, sq, sk: 1 / (d ** 0.5 * sk)),
     ("your scale adds the two spreads; doubling every query doubles every score, whatever the keys",
      lambda d, sq, sk: 1 / (d ** 0.5 * (sq + sk))),
-    ("your scale takes the square root of the spreads as well as of the width",
+    ("your scale underreacts to the spreads: doubling every query doubles every score, and your "
+     "scale shrinks by less than that undoes",
      lambda d, sq, sk: 1 / (d * sq * sk) ** 0.5),
 ]
 
@@ -184,11 +186,13 @@ def score_gradient(fn, draw):
         ("you kept only the diagonal of the softmax's Jacobian: raising one score also lowers the "
          "other weights, and that changes the output too",
          lambda s, v: s.softmax(-1) * (1 - s.softmax(-1)) * v),
-        ("your gradient leaves out how much weight each key holds: a key with almost no weight "
-         "barely moves the output", lambda s, v: v - (s.softmax(-1) * v).sum(-1, keepdim=True)),
+        ("your gradient is as large for a key that holds almost no weight as for one that holds most "
+         "of it; raising the score of a key nobody reads barely moves the output",
+         lambda s, v: v - (s.softmax(-1) * v).sum(-1, keepdim=True)),
         ("the sign is flipped: raising a key's score pulls the output towards that key's value",
          lambda s, v: -_gradient(s, v)),
-        ("you compared each value with the plain mean of the values; the output is a weighted mean",
+        ("your gradient does not vanish for a key whose value equals the output, yet raising that "
+         "key's score leaves the output where it is",
          lambda s, v: s.softmax(-1) * (v - v.mean(-1, keepdim=True))),
     ]
     if any(c.args[0].dim() > 1 for c in cases):
@@ -256,8 +260,8 @@ def padded_attention(fn, draw):
          "it counts like any other score", lambda *a: _padded(*a, fill=0.0)),
         ("the padded keys' weights were zeroed after the softmax, so the weights of a query no longer "
          "sum to one over the keys it may read", lambda *a: _padded(*a, after=True)),
-        ("your mask lets each sequence read one key past its length: key j is real when j is below "
-         "the length", lambda *a: _padded(*a, extra=1)),
+        ("your mask lets each sequence read one key past its length: count the real keys of a "
+         "sequence of length 1", lambda *a: _padded(*a, extra=1)),
         ("the rows of padded queries should be zero: yours still hold attention outputs",
          lambda *a: _padded(*a, zero_rows=False)),
         ("you masked the keys with the queries' lengths and the queries with the keys'",

@@ -53,22 +53,34 @@ def _cell(comparison, name) -> str:
     return f"{sum(values) / len(values):.3f} ({min(values):.3f}-{max(values):.3f})"
 
 
+def _sizes(comparison, names) -> tuple[str, str]:
+    """The trained models' parameters and mean training seconds per seed, "a / b / c"."""
+    ran = [n for n in names if n in comparison.entries]
+    params = " / ".join(f"{comparison.entries[n].params:,}" for n in ran)
+    mean = lambda records: sum(r.total_seconds for r in records) / len(records)   # noqa: E731
+    seconds = " / ".join(f"{mean(comparison[n].records):.0f}" for n in ran)
+    return params, seconds
+
+
 def curve_table(results: dict, a: str, b: str, *, extra: str | None = None) -> None:
     """One row per input length: ``a`` and ``b`` (mean and min-max over seeds), ``extra`` where it
-    ran, the ridge and the weekly naive on the same test days, and ``b`` against ``a`` in words.
+    ran, the ridge and the weekly naive on the same test days, ``b`` against ``a`` in words, and
+    each trained model's parameters and training seconds per seed (in the order of the columns).
     Its numbers depend on the machine: show it in a cell that nbval ignores."""
     naive = weekly_naive(results)
     names = [a, b] + ([extra] if extra else [])
-    rows = [(hours, *(_cell(c, n) for n in names), _cell(c, RIDGE), f"{naive:.3f}", in_words(c, b, a))
-            for hours, c in results.items()]
+    rows = [(hours, *(_cell(c, n) for n in names), _cell(c, RIDGE), f"{naive:.3f}", in_words(c, b, a),
+             *_sizes(c, names)) for hours, c in results.items()]
     first = next(iter(results.values()))
     seeds = len(first[a].values())
     legend = Markdown(
         f"Test MSE of the day-ahead forecast on the standardised series, mean (min-max) over {seeds} "
         f"seeds; every model and baseline forecasts the same {first.windows['test']} test days. "
         f"Tie: the gap is within the seeds' spread, or the paired test over the test days cannot "
-        f"tell the two apart ([the comparison protocol]({PROTOCOL})).")
-    table(["input (hours)", *names, "ridge", "weekly naive", f"{b} against {a}"], rows, notes=[legend])
+        f"tell the two apart ([the comparison protocol]({PROTOCOL})). Parameters and training seconds "
+        f"per seed: the trained models in the order of their columns.")
+    table(["input (hours)", *names, "ridge", "weekly naive", f"{b} against {a}", "parameters",
+           "training (s per seed)"], rows, notes=[legend])
 
 
 def curve_plot(ax, results: dict, names) -> None:

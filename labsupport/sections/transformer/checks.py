@@ -1,7 +1,7 @@
 """Self-checks for the exercises of 12.2 The Transformer Block.
 
 1. `block_parameters`: a block's parameters counted by hand, against the module's count;
-2. `post_norm_block`: the original Transformer's block from its parts;
+2. `layer_norm`: layer normalisation written by hand, against nn.LayerNorm;
 3. `decode_step`: one decoding step of a pre-norm decoder block, a single query over the cache;
 4. `scheduled_inputs`: the decoder's inputs under scheduled sampling.
 
@@ -18,6 +18,10 @@ from ...checks.core import Case, Hint, check, expect_number, expect_tensor, judg
 # PyTorch's blocks compute what the block exercises ask for
 BLOCK_LIBRARIES = ("torch.nn.TransformerEncoderLayer", "torch.nn.TransformerEncoder",
                    "torch.nn.TransformerDecoderLayer", "torch.nn.TransformerDecoder", "torch.nn.Transformer")
+# ... and PyTorch's normalisations what the layer-norm exercise asks for
+NORM_LIBRARIES = ("torch.nn.LayerNorm", "torch.nn.functional.layer_norm", "torch.layer_norm",
+                  "torch.nn.GroupNorm", "torch.nn.functional.group_norm", "torch.nn.RMSNorm",
+                  "torch.native_layer_norm")
 
 
 # --- 12.2.1: counting a block's parameters --------------------------------------------------------
@@ -79,7 +83,7 @@ def block_parameters(fn, draw):
             "narrower than the model, one head and several)")
 
 
-# --- 12.2.2: the post-norm block -------------------------------------------------------------------
+# --- 12.2.2: layer normalisation by hand -------------------------------------------------------
 
 def _trained_looking(norms, g) -> None:
     """LayerNorm scales and shifts away from their initial 1 and 0, each norm its own: at their
@@ -97,66 +101,73 @@ def _seeded(draw, build, *args, **kwargs):
         return build(*args, **kwargs).double().eval()
 
 
-def _block_cases(draw) -> list[Case]:
-    from ...layers import TransformerBlock
-    sizes = [(2, 5, 8, 2, 16), (1, draw.int(1, 6), 6, 3, draw.int(4, 12)),
-             (draw.int(1, 3), draw.int(2, 7), 4, 1, 8)]
+def _norm_cases(draw) -> list[Case]:
+    """Tokens of several widths and batch shapes, trained-looking scales and shifts; one case
+    holds a token whose features are all equal, one a large eps, one a wide scale of values."""
+    g = draw.generator()
+    shapes_ = [(2, 5, 8), (draw.int(2, 6), draw.int(3, 12)), (1, 3, draw.int(2, 4), 16)]
     cases = []
-    for B, L, d, H, d_ff in sizes:
-        block = _seeded(draw, TransformerBlock, d, H, d_ff, norm_first=False)
-        _trained_looking((block.norm1, block.norm2), draw.generator())
-        x = draw.randn(B, L, d)
-        cases.append(Case((x, block.attn, block.ff, block.norm1, block.norm2),
-                          f"x {tuple(x.shape)}, a block of width {d}, {H} heads, d_ff {d_ff} (LayerNorm "
-                          "scales and shifts not at their initial values)"))
+    for n, shape in enumerate(shapes_):
+        d = shape[-1]
+        x = draw.randn(*shape, scale=(1.0, 3.0, 40.0)[n]) + (0.0, 5.0, -2.0)[n]
+        if n == 0:
+            x[0, 1] = 3.0                                        # every feature equal
+        weight = 1 + 0.5 * torch.randn(d, generator=g, dtype=torch.float64)
+        bias = 0.5 * torch.randn(d, generator=g, dtype=torch.float64)
+        eps = (1e-5, 0.1, 1e-5)[n]
+        what = ("a token whose features are all equal among them" if n == 0 else
+                "eps=0.1" if n == 1 else "values of a few tens")
+        cases.append(Case((x, weight, bias), f"x {tuple(shape)} ({what})", {"eps": eps}))
     return cases
 
 
-def _post(x, attn, ff, n1, n2):
-    h = n1(x + attn(x))
-    return n2(h + ff(h))
+def _layer_norm(x, weight, bias, eps=1e-5, *, unbiased=False, eps_outside=False, over=(-1,), affine=True,
+                swapped=False, shift_first=False):
+    """LayerNorm over ``over`` and the usual ways to write it wrong (the reference: the defaults)."""
+    mean = x.mean(over, keepdim=True)
+    var = x.var(over, keepdim=True, unbiased=unbiased)
+    scaled = (x - mean) / (var.sqrt() + eps if eps_outside else (var + eps).sqrt())
+    if not affine:
+        return scaled
+    w, b = (bias, weight) if swapped else (weight, bias)
+    return (scaled + b) * w if shift_first else scaled * w + b
 
 
-def _pre(x, attn, ff, n1, n2):
-    h = x + attn(n1(x))
-    return h + ff(n2(h))
-
-
-@check("12.2 exercise 2: the post-norm block", forbid=BLOCK_LIBRARIES,
-       unavailable=("labsupport.layers.TransformerBlock.forward",))
-def post_norm_block(fn, draw):
-    cases = _block_cases(draw)
-    with torch.no_grad():
-        outputs = [expect_tensor(fn.on(case), case.args[0].shape,
-                                 f"post_norm_block({case.text.split(',')[0]}, ...)") for case in cases]
-        mistakes = [("that is the pre-norm block of the page: post-norm adds each sub-layer's output to "
-                     "its input first, then normalises the sum", _pre),
-                    ("the residual connections are missing: each sub-layer's output is added to what it "
-                     "read, before the normalisation", lambda x, a, f, n1, n2: n2(f(n1(a(x))))),
-                    ("the first residual connection is missing: attention's output is added to the "
-                     "block's input before the first LayerNorm",
-                     lambda x, a, f, n1, n2: (lambda h: n2(h + f(h)))(n1(a(x)))),
-                    ("the second residual connection is missing: the feed-forward network's output is "
-                     "added to what it read before the second LayerNorm",
-                     lambda x, a, f, n1, n2: n2(f(n1(x + a(x))))),
-                    ("the two LayerNorms are swapped: the first normalises the sum around attention, "
-                     "the second the sum around the feed-forward network",
-                     lambda x, a, f, n1, n2: _post(x, a, f, n2, n1)),
-                    ("you normalised each sub-layer's output before adding it; post-norm normalises the "
-                     "sum of the input and the sub-layer's output",
-                     lambda x, a, f, n1, n2: (lambda h: h + n2(f(h)))(x + n1(a(x)))),
-                    ("the feed-forward network read the block's input; it reads the first step's output, "
-                     "after the first LayerNorm",
-                     lambda x, a, f, n1, n2: n2(n1(x + a(x)) + f(x))),
-                    ("the second residual adds the block's input; it adds what the feed-forward network "
-                     "read, the first step's output",
-                     lambda x, a, f, n1, n2: n2(x + f(n1(x + a(x))))),
-                    ("the second LayerNorm was applied once at the end only; the original block "
-                     "normalises after each of its two additions",
-                     lambda x, a, f, n1, n2: n2((x + a(x)) + f(x + a(x))))]
-        judge(outputs, cases, _post, compared="the post-norm block of the original Transformer, with the "
-              "same parts", mistakes=mistakes)
-    return f"on {len(cases)} blocks whose two LayerNorms differ, each addition and each norm in its place"
+@check("12.2 exercise 2: layer normalisation by hand", forbid=NORM_LIBRARIES,
+       unavailable=("labsupport.layers.make_norm",))
+def layer_norm(fn, draw):
+    cases = _norm_cases(draw)
+    outputs = []
+    for n, case in enumerate(cases):
+        what = f"layer_norm({case.text.split(' (')[0]}, ...)"
+        out = expect_tensor(fn.on(case), case.args[0].shape, what, finite=False)
+        if n == 0 and isinstance(out, torch.Tensor):
+            rest = torch.ones_like(out, dtype=torch.bool)
+            rest[0, 1] = False                                   # all but the token of equal features
+            if torch.isfinite(out[rest]).all() and not torch.isfinite(out[0, 1]).all():
+                raise Hint("on the token whose features are all equal your output is not finite: its "
+                           "spread is zero, and LayerNorm keeps the division finite there; read the "
+                           "exercise again")
+        outputs.append(expect_tensor(out, case.args[0].shape, what))
+    mistakes = [("your output differs from LayerNorm's by a factor that depends only on the number of "
+                 "features: look at what your variance divides the sum of squares by",
+                 lambda x, w, b, eps: _layer_norm(x, w, b, eps, unbiased=True)),
+                ("your eps is added to the standard deviation; LayerNorm adds it where the exercise says",
+                 lambda x, w, b, eps: _layer_norm(x, w, b, eps, eps_outside=True)),
+                ("you normalised each feature over the positions; LayerNorm normalises each token over "
+                 "its own features", lambda x, w, b, eps: _layer_norm(x, w, b, eps, over=(-2,))),
+                ("you normalised over the whole tensor at once; LayerNorm normalises each token on its own",
+                 lambda x, w, b, eps: _layer_norm(x, w, b, eps, over=tuple(range(x.dim())))),
+                ("your output is normalised but not scaled and shifted: the learned weight and bias "
+                 "are missing", lambda x, w, b, eps: _layer_norm(x, w, b, eps, affine=False)),
+                ("the weight and the bias are swapped: one scales, the other shifts",
+                 lambda x, w, b, eps: _layer_norm(x, w, b, eps, swapped=True)),
+                ("you shifted before you scaled: the shift is added after the scaling, so that the bias "
+                 "is the output's mean", lambda x, w, b, eps: _layer_norm(x, w, b, eps, shift_first=True))]
+    judge(outputs, cases, _layer_norm, compared="nn.LayerNorm with the same weight, bias and eps",
+          mistakes=mistakes)
+    return (f"on {len(cases)} inputs of {len(cases)} shapes (a token of equal features and a large eps "
+            "among them), the same as nn.LayerNorm")
 
 
 # --- 12.2.3: one decoding step ---------------------------------------------------------------------
