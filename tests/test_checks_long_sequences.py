@@ -97,8 +97,10 @@ def test_the_cache_is_measured_as_the_state_the_encoder_carries():
 
 
 def test_kept_fractions():
-    passed = checks.CHECKS["kept_fractions"](lambda: {24: 0.02, 168: 0.93, 8766: 0.99})
-    expect(passed, True, "within 0.05")
+    passed = checks.CHECKS["kept_fractions"](lambda: {24: 0.02, 168: 0.95, 8766: 0.99})
+    expect(passed, True, "within 0.025")
+    expect(checks.CHECKS["kept_fractions"](lambda: {24: 0.0, 168: 1.0, 8766: 1.0}), False,
+           "your weekly prediction is off")
     assert "keeps" not in passed.message and "0.97" not in passed.message     # no verbal or measured answer
     expect(checks.CHECKS["kept_fractions"](lambda: {24: "none", 168: 0.97, 8766: 1.0}), False,
            "a fraction for the daily cycle")

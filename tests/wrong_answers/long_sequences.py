@@ -108,7 +108,7 @@ ANSWERS = {
     ],
     "merge_partials": [
         wrong(_merge("m = torch.maximum(m1, m2)\n        return m, l1 + l2, acc1 + acc2"),
-              "taken against different maxima"),
+              "against its own maximum"),
         right(_merge("m = torch.maximum(m1, m2)\n"
                      "        f1, f2 = (m1 - m).exp(), (m2 - m).exp()\n"
                      "        return m, l1 * f1 + l2 * f2, acc1 * f1 + acc2 * f2")),
@@ -140,7 +140,7 @@ ANSWERS = {
                   "labsupport.sections"),
     ],
     "cache_bytes": [
-        wrong(_cache("batch * (mem_len + cmem_len) * d_model * size"), "the cache is per layer"),
+        wrong(_cache("batch * (mem_len + cmem_len) * d_model * size"), "does not grow with n_layers"),
         right(_cache("batch * n_layers * (mem_len + cmem_len) * d_model * size")),
         right("""
             def cache_bytes(batch, n_layers, d_model, mem_len, cmem_len, rate, dtype):
@@ -148,14 +148,15 @@ ANSWERS = {
                 per_layer = (mem_len + cmem_len) * d_model * bits // 8
                 return n_layers * batch * per_layer
             """),
-        wrong(_cache("n_layers * (mem_len + cmem_len) * d_model * size"), "own cache"),
+        wrong(_cache("n_layers * (mem_len + cmem_len) * d_model * size"), "does not grow with the batch"),
         wrong(_cache("2 * batch * n_layers * (mem_len + cmem_len) * d_model * size"),
-              "not a key and a value"),
+              "twice the measured state"),
         wrong(_cache("batch * n_layers * (mem_len + cmem_len) * d_model * torch.finfo(dtype).bits"),
-              "counts bits"),
-        wrong(_cache("batch * n_layers * (mem_len + cmem_len) * d_model * 4"), "depends on the dtype"),
-        wrong(_cache("batch * n_layers * (mem_len + rate * cmem_len) * d_model * size"), "count slots"),
-        wrong(_cache("batch * n_layers * mem_len * d_model * size"), "compressed slots are held too"),
+              "eight times the measured bytes"),
+        wrong(_cache("batch * n_layers * (mem_len + cmem_len) * d_model * 4"), "right for float32 only"),
+        wrong(_cache("batch * n_layers * (mem_len + rate * cmem_len) * d_model * size"),
+              "grows with the compression rate"),
+        wrong(_cache("batch * n_layers * mem_len * d_model * size"), "does not grow with cmem_len"),
         replay("""
             def cache_bytes(batch, n_layers, d_model, mem_len, cmem_len, rate, dtype):
                 seen = {(2, 3, 8): 1152, (3, 2, 4): 2880, (3, 2, 6): 576, (2, 4, 6): 288, (2, 1, 10): 1040}
@@ -181,6 +182,10 @@ ANSWERS = {
         wrong("""
             def kept_fractions():
                 return {24: 0.0, 168: 0.5, 8766: 1.0}
+            """, "a seventh of a week"),
+        wrong("""
+            def kept_fractions():
+                return {24: 0.0, 168: 1.0, 8766: 1.0}                 # the week untouched
             """, "a seventh of a week"),
         wrong("""
             def kept_fractions():
