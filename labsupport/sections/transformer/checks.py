@@ -133,8 +133,7 @@ def _layer_norm(x, weight, bias, eps=1e-5, *, unbiased=False, eps_outside=False,
     return (scaled + b) * w if shift_first else scaled * w + b
 
 
-@check("12.2 exercise 2: layer normalisation by hand", forbid=NORM_LIBRARIES,
-       unavailable=("labsupport.layers.make_norm",))
+@check("12.2 exercise 2: layer normalisation by hand", forbid=NORM_LIBRARIES)
 def layer_norm(fn, draw):
     cases = _norm_cases(draw)
     outputs = []
@@ -154,16 +153,18 @@ def layer_norm(fn, draw):
                  lambda x, w, b, eps: _layer_norm(x, w, b, eps, unbiased=True)),
                 ("your eps is added to the standard deviation; LayerNorm adds it where the exercise says",
                  lambda x, w, b, eps: _layer_norm(x, w, b, eps, eps_outside=True)),
-                ("you normalised each feature over the positions; LayerNorm normalises each token over "
-                 "its own features", lambda x, w, b, eps: _layer_norm(x, w, b, eps, over=(-2,))),
-                ("you normalised over the whole tensor at once; LayerNorm normalises each token on its own",
+                ("you normalised each feature over the positions: each token's output now changes when "
+                 "another token changes", lambda x, w, b, eps: _layer_norm(x, w, b, eps, over=(-2,))),
+                ("you normalised over the whole tensor at once: a token's output changes when another token "
+                 "changes",
                  lambda x, w, b, eps: _layer_norm(x, w, b, eps, over=tuple(range(x.dim())))),
-                ("your output is normalised but not scaled and shifted: the learned weight and bias "
-                 "are missing", lambda x, w, b, eps: _layer_norm(x, w, b, eps, affine=False)),
-                ("the weight and the bias are swapped: one scales, the other shifts",
+                ("your output is normalised but not scaled and shifted: it is the same whatever weight and "
+                 "bias it is given", lambda x, w, b, eps: _layer_norm(x, w, b, eps, affine=False)),
+                ("the weight and the bias are swapped: on the token of equal features your output is the "
+                 "weight",
                  lambda x, w, b, eps: _layer_norm(x, w, b, eps, swapped=True)),
-                ("you shifted before you scaled: the shift is added after the scaling, so that the bias "
-                 "is the output's mean", lambda x, w, b, eps: _layer_norm(x, w, b, eps, shift_first=True))]
+                ("you shifted before you scaled: on the token of equal features your output is the "
+                 "bias times the weight", lambda x, w, b, eps: _layer_norm(x, w, b, eps, shift_first=True))]
     judge(outputs, cases, _layer_norm, compared="nn.LayerNorm with the same weight, bias and eps",
           mistakes=mistakes)
     return (f"on {len(cases)} inputs of {len(cases)} shapes (a token of equal features and a large eps "
